@@ -127,7 +127,8 @@ class Progress:
         the chunk added its losses to :attr:`sums` itself, which the lines and the model
         read (a chunk's sum added to the run's would round where the chunks are cut)."""
         self.folds = True
-        acc[:6] += seg[:6]
+        with np.errstate(invalid="ignore"):  # (inf - inf: VW's loss of a NaN, -nan)
+            acc[:6] += seg[:6]
         if n > 0:
             acc[6:8] = seg[6:8]
 
