@@ -662,15 +662,14 @@ def _vw_run(args: list[str], cwd) -> subprocess.CompletedProcess:
     ["-b", "18", "--bit_precision=20"],
     ["-l", "0.4", "-l", "0.3", "--power_t", "0.2", "--power_t", "0.3", "-d", "a.vw",
      "-b", "18", "-b", "18"],
-    more(["-d", "b.vw"]),
     more(["--loss_function", "logistic", "--loss_function", "hinge"]),
     more(["--l1", "1e-7", "--l1", "2e-7"]),
 ])
 def test_an_option_given_twice_is_vws(given, tmp_path, capfd, monkeypatch):
-    """An option of one value given twice: VW's error where the values differ (-d too),
-    else VW's run (-l and --power_t: the first value, as VW lets them be overridden)."""
-    for name in ("a.vw", "b.vw"):
-        (tmp_path / name).write_text("\n".join(_real_lines(30, 3)) + "\n")
+    """An option of one value given twice: VW's error where the values differ, else VW's
+    run (-l and --power_t: the first value, as VW lets them be overridden; -d F -d F reads
+    F once)."""
+    (tmp_path / "a.vw").write_text("\n".join(_real_lines(30, 3)) + "\n")
     vw = _vw_run(["-d", "a.vw", *given], tmp_path)
     code, err = run_ts(capfd, ["-d", "a.vw", *given], tmp_path, monkeypatch)
     wrong = re.search(r"Disagreeing option values for .*", vw.stderr)

@@ -189,7 +189,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         disagreeing = vw.disagreement(args)
         if disagreeing is not None:
             raise disagreeing
-        del args.data_flag[1:]  # (-d F -d F: VW reads F once)
+        args.data_flag[:] = dict.fromkeys(args.data_flag)  # (-d F -d F: F once, as VW)
         for attr in ("predictions", "raw_predictions"):  # (VW's -p - writes a file "-")
             if getattr(args, attr) == "-":
                 from ._vwout import LiteralPath

@@ -190,13 +190,9 @@ class GivenOnce(argparse._StoreAction):
 
 
 def disagreement(args: argparse.Namespace) -> ConfigError | None:
-    """VW's error for the first option given twice with values that differ (``-d`` too,
-    which VW reads once when its files are the same), else None."""
-    data = getattr(args, "data_flag", None) or []
-    other = next((d for d in data if d != data[0]), None)
+    """VW's error for the first option given twice with values that differ, else None
+    (``-d`` is a list here: terascale reads each file named, once)."""
     found = args.__dict__.get("_vw_disagreeing")
-    if found is None and other is not None:
-        found = ("data", data[0], other)
     if found is None:
         return None
     name, a, b = found
