@@ -329,6 +329,7 @@ static int learn_one(const uint32_t *cols, const float *values, int64_t a, int64
     double ppu = 1.0;
     if (gsq != 0.0) {
         float norm_x32 = 0.0f, ppu32 = 0.0f;
+        int huge = 0; /* (the features whose float square overflows) */
         for (int64_t k = a; k < b; k++) {
             float *row = t + rs * (size_t)cols[k];
             double x = values[k];
@@ -351,15 +352,13 @@ static int learn_one(const uint32_t *cols, const float *values, int64_t a, int64
                 }
                 row[2] = (float)ax;
             }
-            double nx2 = 1.0;
-            if (x2 <= FLT_MAX)
-                nx2 = (double)((float)x2 / (row[2] * row[2]));
-            else
-                *note += NOTE_MAGNITUDE;
+            double nx2 = x2 <= FLT_MAX ? (double)((float)x2 / (row[2] * row[2])) : 1.0;
+            huge += x2 > FLT_MAX;
             norm_x32 += (float)nx2;
             ppu32 += (float)(x2 * rate(row[1], row[2], st));
         }
         ppu = (double)ppu32;
+        *note += huge * NOTE_MAGNITUDE;
         state[TOTAL_WEIGHT] += s;
         state[SUM_NORM_X] += s * (double)norm_x32;
         double tw = f32(state[TOTAL_WEIGHT]), sx = f32(state[SUM_NORM_X]);
