@@ -489,21 +489,27 @@ def test_string_values_under_a_scale_and_two_generated_namespaces_are_vws(flags,
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
 
 
-def test_a_bad_line_of_a_rewritten_input_is_named_as_the_users(tmp_path, capfd, monkeypatch):
-    """--spelling (like --affix and the other rewrites) reads a rewritten copy of the input:
-    an error in it names the user's file, line and text, not the copy's."""
+@pytest.mark.parametrize(("flags", "text", "error"), [
+    (["--spelling", "a"], "1 |a x y\n1 -2 |a z\n",
+     "line 2: an importance weight is negative: '1 -2 |a z'"),
+    (["--oaa", "3", "--named_labels", "x,y,z"], "y |a x\n# a comment\n",
+     "line 2: the label section has a word that is not a number: '# a comment'"),
+])
+def test_a_bad_line_of_a_rewritten_input_is_named_as_the_users(flags, text, error, tmp_path,
+                                                               capfd, monkeypatch):
+    """--spelling (like --affix and the other rewrites) and --named_labels (the classes
+    numbered) read a rewritten copy of the input: an error in it names the user's file,
+    line and text, not the copy's."""
     import gzip
 
-    text = "1 |a x y\n1 -2 |a z\n"
     (tmp_path / "d.vw").write_text(text)
     with gzip.open(tmp_path / "d.vw.gz", "wt") as f:
         f.write(text)
     for name in ("d.vw", "d.vw.gz"):
-        code, err = run_ts(capfd, ["-d", name, "--spelling", "a", "--quiet"], tmp_path,
-                           monkeypatch)
+        code, err = run_ts(capfd, ["-d", name, *flags, "--quiet"], tmp_path, monkeypatch)
         assert code == 2
-        assert f"{name}, line 2: an importance weight is negative: '1 -2 |a z'" in err, err
-        assert "terascale-vwgen" not in err
+        assert f"{name}, {error}" in err, err
+        assert "terascale-vwgen" not in err and "terascale-oaa" not in err
 
 
 def test_binary_with_an_always_positive_link_is_refused_in_test_runs_too(tmp_path, capfd,
@@ -644,3 +650,76 @@ def test_bfgs_logistic_with_l2_is_vws_to_the_bit(tmp_path, capfd, monkeypatch):
     table = [ln for ln in want.splitlines() if re.match(r"^ ?\d+ ", ln)]
     assert len(table) >= 6 and table == [ln for ln in got.splitlines()
                                          if re.match(r"^ ?\d+ ", ln)]
+
+
+def _vw_run(args: list[str], cwd) -> subprocess.CompletedProcess:
+    """``python -m vowpalwabbit ARGS`` in ``cwd``, whatever its exit status."""
+    return subprocess.run([sys.executable, "-m", "vowpalwabbit", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("given", [
+    ["-b", "18", "--bit_precision=20"],
+    ["-l", "0.4", "-l", "0.3", "--power_t", "0.2", "--power_t", "0.3", "-d", "a.vw",
+     "-b", "18", "-b", "18"],
+    more(["--loss_function", "logistic", "--loss_function", "hinge"]),
+    more(["--l1", "1e-7", "--l1", "2e-7"]),
+])
+def test_an_option_given_twice_is_vws(given, tmp_path, capfd, monkeypatch):
+    """An option of one value given twice: VW's error where the values differ, else VW's
+    run (-l and --power_t: the first value, as VW lets them be overridden; -d F -d F reads
+    F once)."""
+    (tmp_path / "a.vw").write_text("\n".join(_real_lines(30, 3)) + "\n")
+    vw = _vw_run(["-d", "a.vw", *given], tmp_path)
+    code, err = run_ts(capfd, ["-d", "a.vw", *given], tmp_path, monkeypatch)
+    wrong = re.search(r"Disagreeing option values for .*", vw.stderr)
+    if wrong:
+        assert vw.returncode == 1 and code == 2
+        assert err == f"terascale vw: error: {wrong.group(0)}\n"
+    else:
+        assert vw.returncode == 0 and code == 0, err
+        assert err.splitlines() == [ln for ln in vw.stderr.splitlines()
+                                    if not ln.startswith(("Enabled", "Input", "Output"))]
+
+
+@pytest.mark.parametrize("flag", ["-p", more("-r")])
+def test_dash_as_a_prediction_file_is_a_file_named_dash(flag, tmp_path):
+    """VW's ``-p -`` (``-r -``) writes a file named ``-``, not standard output; ``-p
+    /dev/stdout`` writes standard output (checked on terascale's side only: VW as root may
+    replace a device it is given)."""
+    (tmp_path / "a.vw").write_text("\n".join(_real_lines(30, 3)) + "\n")
+    out = {}
+    for who, cmd in (("vw", ["vowpalwabbit"]), ("ts", ["terascale", "vw"])):
+        (tmp_path / who).mkdir()
+        r = subprocess.run([sys.executable, "-m", *cmd, "-d", "../a.vw", flag, "-",
+                            "--quiet"], cwd=tmp_path / who, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0 and r.stdout == "", r.stderr
+        out[who] = (tmp_path / who / "-").read_text()
+    assert out["ts"] == out["vw"] and out["vw"]
+    r = subprocess.run([sys.executable, "-m", "terascale", "vw", "-d", "a.vw", flag,
+                        "/dev/stdout", "--quiet"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout == out["vw"]
+
+
+@pytest.mark.parametrize("flags", [
+    ["--log_output", "compat", "--limit_output", "3"],
+    ["--log_level", "error", "--driver_output", "stdout"],
+    more(["--log_output", "stderr", "--driver_output_off"]),
+    more(["--log_level", "warn", "--limit_output", "1"]),
+    more(["--quiet", "--log_level", "info"]),
+])
+def test_vws_logging_options(flags, tmp_path):
+    """--log_level, --log_output, --limit_output, --driver_output(_off): VW's logger lines
+    (a NaN score, huge features, a label logistic loss does not expect) and its driver's
+    lines, each kept or dropped and on the stream VW puts it on."""
+    (tmp_path / "d.vw").write_text("1 |a x:1e30\n3 |a x:1 y:2\n1 |a y:1e20\n-1 |a y:1\n")
+    args = ["-d", "d.vw", "--loss_function", "logistic", "-q", "aa", *flags]
+    runs = [subprocess.run([sys.executable, "-m", *cmd, *args], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+            for cmd in (["vowpalwabbit"], ["terascale", "vw"])]
+    assert runs[0].returncode == 0 and runs[1].returncode == 0, runs[1].stderr
+    mine = ("Enabled", "Input label", "Output pred")
+    for vw, ts in ((runs[0].stdout, runs[1].stdout), (runs[0].stderr, runs[1].stderr)):
+        assert ts.splitlines() == [ln for ln in vw.splitlines() if not ln.startswith(mine)]

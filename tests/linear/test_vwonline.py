@@ -218,6 +218,8 @@ WARM_CASES = [  # the labels, the first run's flags, who runs it, the warm run's
     ("real", ["--predict_only_model"], "vw", ["--min_prediction", "-0.5",
                                               "--max_prediction", "1"]),
     ("real", [], "vw", ["--max_prediction", "0.5"]),
+    # logistic from a squared loss model: VW's range is the model's header's, not [-50, 50]
+    ("real", [], "vw", ["--loss_function", "logistic"]),
 ]
 
 
@@ -844,3 +846,41 @@ def test_skip_bad_in_the_compiled_learner_is_the_numba_pass(tmp_path, capfd, mon
         assert got["c"] == got["numba"]
     code, err = run_ts(capfd, ["-d", str(data), "--quiet"], tmp_path, monkeypatch)
     assert code == 2 and f"{data}, line 8: a feature has more than one ':'" in err
+
+
+@built
+@pytest.mark.parametrize("case", ["huge", more("infinite")])
+def test_learning_prints_vws_lines_on_numbers_gone_wrong(tmp_path, case):
+    """VW's gd tells on standard output of a feature whose square overflows a float
+    ("too much magnitude"), of a NaN update (replaced by 0) and of a NaN score (predicted
+    as 0; -r writes it, `-nan`): features of 1e30 give the first two, --l2 100 drives
+    weights to infinities that give the third; a logistic loss of scores past 88 (from a
+    model of weights 95, labels 200) overflows C's expf into a `-nan` loss. The compiled learner prints VW's lines, in VW's order, VW's table (with no
+    warning of numpy's) and writes VW's -p and -r."""
+    data = tmp_path / "d.vw"
+    if case == "huge":
+        data.write_text("1 |a x:1e30 y\n-1 |b z:-3e25 w:1e20\n" +
+                        "\n".join(_lines(150, 7, "real")) + "\n")
+        flags = ["--l2", "100"]
+    else:
+        data.write_text("200 |a x:1\n-1 |a x:1\n" * 3)
+        run_ok([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "--initial_weight",
+                "95", "-l", "0", "-f", "m95", "--quiet"], tmp_path)
+        flags = ["-i", str(tmp_path / "m95"), "--loss_function", "logistic"]
+    got = {}
+    for who, cmd, _ in _who(numba=False):
+        d = tmp_path / who
+        d.mkdir()
+        r = subprocess.run([*cmd, "-d", str(data), *flags, "-p", "p", "-r", "r"],
+                           cwd=d, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        err = [ln for ln in r.stderr.splitlines() if not ln.startswith(("Enabled", "Input",
+                                                                        "Output"))]
+        got[who] = (r.stdout, err, (d / "p").read_text(), (d / "r").read_text())
+    out = got["vw"][0]
+    for line in ("[error] The features have too much magnitude",
+                 "[warning] update is NAN, replacing with 0",
+                 "[warning] NAN prediction in")[:3 if case == "huge" else 0]:
+        assert line in out
+    assert "-nan" in (got["vw"][3] if case == "huge" else "\n".join(got["vw"][1]))
+    assert got["c"] == got["vw"]

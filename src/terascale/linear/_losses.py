@@ -23,6 +23,7 @@ from ._losstable import _BY_SIGN as _SIGN_ROW
 from ._losstable import _CLIP as _CLIP_ROW
 from ._losstable import (
     FIXED_RANGE,
+    HEADER_RANGE,
     LOSS_TABLE,
     LOSSES,
     RAW_LABELS,
@@ -32,7 +33,7 @@ from ._losstable import (
     loss_spec,
 )
 
-__all__ = ["FIXED_RANGE", "LOSSES", "LOSS_TABLE", "RAW_LABELS", "VW_DEFAULT_LOSS", "Loss",
+__all__ = ["FIXED_RANGE", "HEADER_RANGE", "LOSSES", "LOSS_TABLE", "RAW_LABELS", "VW_DEFAULT_LOSS", "Loss",
            "batch_first32", "batch_losses", "batch_second32", "batch_value32", "by_sign",
            "clip_mode", "clip_prediction", "d2loss", "dloss", "dloss32", "has_sgd_update",
            "invariant_update", "loss32", "loss_code", "loss_spec", "loss_value", "losses32",

@@ -123,6 +123,10 @@ _TAU = 16
 # bit 40 asks the online pass to keep the prediction range the state starts with, where it
 # otherwise widens it to every label learned from (VW's --min_prediction/--max_prediction)
 FIXED_RANGE = 1 << 40
+# bit 41 asks it to start the logistic and poisson losses' range at the state's (the
+# header's range of -i's VW model, which VW reads over the [-50, 50] they start from) and
+# clip to it, widened to the labels learned from, not to [-50, 50] as well
+HEADER_RANGE = 1 << 41
 
 
 _CLIPS = ("fixed", "labels", "labels50")
@@ -170,11 +174,14 @@ def check_parameters(name: str, *, tau: float, q: float | None) -> None:
 
 
 def loss_code(name: str, *, raw_labels: bool = False, tau: float = 0.5,
-              q: float | None = 0.5, fixed_range: bool = False) -> int:
+              q: float | None = 0.5, fixed_range: bool = False,
+              header_range: bool = False) -> int:
     """The kernel code of loss ``name`` (with VW's label reading; quantile's tau;
-    expectile's q; a fixed prediction range)."""
+    expectile's q; a fixed prediction range; a range that starts at the state's)."""
     code = LOSSES[name] + (RAW_LABELS if raw_labels else 0) + (FIXED_RANGE if fixed_range
                                                                else 0)
+    if header_range:
+        code += HEADER_RANGE
     if name == "quantile":
         code += _TAU * round(tau * 1_000_000)
     elif name == "expectile":

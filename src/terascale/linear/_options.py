@@ -133,6 +133,10 @@ class TrainOptions:
     #: Predictions stay clipped to the range of the initial model's state, not widened to
     #: the labels learned from (VW's ``--min_prediction``/``--max_prediction``).
     fixed_range: bool = False
+    #: The logistic and poisson losses' prediction range starts at the initial model's
+    #: state (VW reads ``-i``'s model's header range over their [-50, 50]), widened to the
+    #: labels learned from, not to [-50, 50] as well.
+    header_range: bool = False
     #: The quantile of ``loss="quantile"``, in (0, 1) (VW's ``--quantile_tau``).
     quantile_tau: float = 0.5
     #: The expectile of ``loss="expectile"``, in (0, 0.5], required with it (VW's
@@ -287,7 +291,8 @@ class TrainOptions:
         from ._losstable import loss_code
 
         return loss_code(self.loss, raw_labels=self.vw_labels and not self.batch,
-                         tau=self.quantile_tau, q=self.expectile_q, fixed_range=self.fixed_range)
+                         tau=self.quantile_tau, q=self.expectile_q, fixed_range=self.fixed_range,
+                         header_range=self.header_range)
 
     @property
     def labels_by_sign(self) -> bool:

@@ -151,6 +151,24 @@ def _load(path: str, args: argparse.Namespace | None = None, *, start: bool = Tr
     return model
 
 
+def header_range(args: argparse.Namespace) -> bool:
+    """Whether a ``terascale vw`` run's logistic or poisson loss starts its prediction range
+    at -i's VW model's header range (``TrainOptions.header_range``): VW reads a
+    save_resume model's range over the [-50, 50] those losses start from (a squared loss
+    model's [-3, 35.5] clips a logistic run's predictions there, widened to its labels);
+    a ``--predict_only_model`` model's range it leaves at [-50, 50]."""
+    if not (getattr(args, "vw_mode", False) and args.initial) or \
+            getattr(args, "oaa", None) is not None:
+        return False
+    from .._losstable import loss_spec
+    from .._vw._vwmodel import is_vw_model, read_vw_model
+
+    if loss_spec(args.loss).clip != "labels50" or not is_vw_model(args.initial):
+        return False
+    header = read_vw_model(args.initial, plain=True, records=False)
+    return bool(header.info.get("vw_counters"))
+
+
 def vw_start(model: Any, args: argparse.Namespace) -> None:
     """What a ``terascale vw`` command line changes in -i's model, as VW does (the same
     from ``job["interactions"]`` and ``job["initial_t"]`` in a worker): ``-q``/``--cubic``/
@@ -244,6 +262,8 @@ def train(args: argparse.Namespace) -> int:
     if getattr(args, "min_prediction", None) is not None or \
             getattr(args, "max_prediction", None) is not None:
         options["fixed_range"] = True
+    if header_range(args):
+        options["header_range"] = True
     paths = _inputs(args)
     how = _link(args, "identity")
     _binary_link(args.binary, args.link)

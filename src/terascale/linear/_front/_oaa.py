@@ -419,7 +419,10 @@ def _numbered(paths: list[str], k_classes: int, names: list[str], out_dir: str,
               say: bool = True) -> list[str]:
     """--named_labels: the input once more with each name replaced by its class number
     (1..K; a label that is not a name is class 0, with VW's warning where ``say``), so
-    that the data is parsed as numbered classes; one copy, whatever K."""
+    that the data is parsed as numbered classes; one copy, whatever K, which an error
+    names as the input it was written from (``_vwgen.INPUTS``: see :func:`_as_given`)."""
+    from .._vw._vwgen import INPUTS
+
     table = {n: c for c, n in enumerate(names, 1)}
     out = []
     for n, path in enumerate(paths):
@@ -437,8 +440,17 @@ def _numbered(paths: list[str], k_classes: int, names: list[str], out_dir: str,
                     o.write("".join(lines))
                     lines.clear()
             o.write("".join(lines))
+        INPUTS[name] = INPUTS.get(path, path)
         out.append(name)
     return out
+
+
+def _as_given(error: DataError) -> DataError:
+    """``error`` naming the input where it names a numbered copy (:func:`_numbered`), and
+    quoting the input's line: called while the copy exists, whose line it replaces."""
+    from .._vw._vwgen import as_given
+
+    return DataError(as_given(str(error)))
 
 
 def _unsigned(labels: np.ndarray) -> np.ndarray:
@@ -874,6 +886,8 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
             if f is not None:
                 f.commit()
         out = raw = None
+    except DataError as e:
+        raise _as_given(e) from None
     finally:
         for f in (out, raw):
             if f is not None:

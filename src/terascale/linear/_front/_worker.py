@@ -80,7 +80,7 @@ def run_train(job: dict[str, Any],
             model.info["vw_initial_t"] = float(counters["initial_t"])
         if job["options"].get("binary"):
             model.info["binary"] = True  # (VW keeps --binary in its model)
-        if job["options"].get("fixed_range"):
+        if job["options"].get("fixed_range") or job["options"].get("header_range"):
             model.info["fixed_range"] = True  # (VW's header holds it, whatever the loss)
         if job.get("rates"):
             model.info["vw_rates"] = job["rates"]

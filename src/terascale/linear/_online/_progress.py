@@ -137,8 +137,8 @@ class Progress:
         the chunk added its losses to :attr:`sums` itself, which the lines and the model
         read (a chunk's sum added to the run's would round where the chunks are cut)."""
         self.folds = True
-        for k in range(6):
-            acc[k] += seg[k]
+        for k in range(6):  # (Python floats: inf - inf, VW's loss of a NaN, is -nan unwarned)
+            acc[k] = float(acc[k]) + float(seg[k])
         if n > 0:
             acc[6], acc[7] = seg[6], seg[7]
 
@@ -305,7 +305,7 @@ def warns_of_labels(loss: str, binary: bool) -> bool:
 
 def label_warnings(labels: np.ndarray, weights: np.ndarray, hold: np.ndarray | None,
                    start: int, end: int, learned: bool, out: TextIO, *, loss: str,
-                   binary: bool) -> None:
+                   binary: bool, around: dict[int, tuple[str, str]] | None = None) -> None:
     """VW's lines on the labels of examples [start, end) that its loss function does not
     expect (its row's ``warns``: ``--loss_function poisson``'s ``[warning]`` on a negative
     label, whose loss is NaN; hinge's on a label other than -1 and 1; logistic's on one
@@ -313,7 +313,8 @@ def label_warnings(labels: np.ndarray, weights: np.ndarray, hold: np.ndarray | N
     computes the loss (a held-out example, or ``learned`` False: ``-t``), two where it
     also updates, none at weight 0; then ``--binary``'s ``[error]`` on a label other than
     -1 and 1, one per labelled example, at weight 0 and held out too. VW writes them to
-    standard output."""
+    standard output. ``around``: other lines of VW's logger, by example index (of
+    ``labels``), printed before and after that example's own."""
     from .._losstable import loss_spec
 
     spec = loss_spec(loss)
@@ -330,13 +331,20 @@ def label_warnings(labels: np.ndarray, weights: np.ndarray, hold: np.ndarray | N
     of_loss &= weights[start:end] > 0
     of_binary = labelled & (np.abs(lab) != 1) if binary else np.zeros(len(lab), bool)
     text = []
-    for i in np.flatnonzero(of_loss | of_binary).tolist():
-        v = _fmt(lab[i])
-        if of_loss[i]:
-            twice = learned and not (hold is not None and hold[start + i])
-            text.append(f"{spec.warning.format(v)}\n" * (2 if twice else 1))
-        if of_binary[i]:
-            text.append(_BINARY.format(v))
+    marked = np.flatnonzero(of_loss | of_binary).tolist()
+    if around:
+        marked = sorted(set(marked) | {i - start for i in around})
+    for i in marked:
+        before, after = around.get(start + i, ("", "")) if around else ("", "")
+        text.append(before)
+        if of_loss[i] or of_binary[i]:
+            v = _fmt(lab[i])
+            if of_loss[i]:
+                twice = learned and not (hold is not None and hold[start + i])
+                text.append(f"{spec.warning.format(v)}\n" * (2 if twice else 1))
+            if of_binary[i]:
+                text.append(_BINARY.format(v))
+        text.append(after)
     if text:
         out.write("".join(text))
 

@@ -33,6 +33,7 @@ from numba.extending import intrinsic
 # this module is keyed by this file alone, so a changed loss changes this line too)
 from .._losses import (
     FIXED_RANGE,
+    HEADER_RANGE,
     LOSSES,
     RAW_LABELS,
     _f,
@@ -276,12 +277,15 @@ def _settings(kind: int, eta: float, power_t: float, l1: float, l2: float):  # t
     (without the flags), labels read as classes by their sign (unless VW's reading of
     labels is asked: ``RAW_LABELS``), predictions clipped as the row's ``clip`` says (to
     the labels' range, learnt unless ``FIXED_RANGE``; the logistic and poisson losses' range
-    starts at [-50, 50] and widens to labels past it, as VW's), and the rates in float32 as
-    VW keeps them."""
+    starts at [-50, 50] and widens to labels past it, as VW's, or with ``HEADER_RANGE`` at
+    the state's, -i's model's header's), and the rates in float32 as VW keeps them."""
     raw_labels = (kind & RAW_LABELS) != 0
     fixed_range = (kind & FIXED_RANGE) != 0
-    kind &= ~(RAW_LABELS | FIXED_RANGE)
+    header_range = (kind & HEADER_RANGE) != 0
+    kind &= ~(RAW_LABELS | FIXED_RANGE | HEADER_RANGE)
     clip = clip_mode(kind)
+    if header_range and clip == 2:
+        clip = 1
     l1, l2 = _f(l1), _f(l2)
     return (kind, by_sign(kind) and not raw_labels, clip, clip != 0 and not fixed_range,
             l1, l2, _f(eta), l1 > 0.0 or l2 > 0.0, power_t == 0.5, _f(-power_t),

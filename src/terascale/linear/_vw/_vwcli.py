@@ -39,6 +39,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser("vw", allow_abbrev=False,
                        help="Vowpal Wabbit's command line with VW's defaults (a drop-in)",
                        description=__doc__.split("\n\n")[1].replace("\n", " "))
+    for action in (None, "store"):  # (VW's rule for an option given twice: GivenOnce)
+        p.register("action", action, vw.GivenOnce)
     train_flags(p)
     # VW's values that start with '-' and a digit (--affix -3w,+2) are values, not flags
     p._negative_number_matcher = re.compile(r"^-\d[\w,+-]*$|^-\d*\.\d+$")
@@ -166,10 +168,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     g.add_argument("--sgd", action="store_true",
                    help="VW's plain SGD: one global learning rate (default 10), no "
                         "adaptive, normalized or invariant update")
+    from ._vwlog import add_flags, vw_streams
+
+    add_flags(p.add_argument_group("VW's logging options"))
 
     def run(args: argparse.Namespace) -> int:
         try:
-            return _run(args)
+            with vw_streams(args):
+                return _run(args)
         except DataError as e:  # (a line of a rewritten input: named as the input's)
             from ._vwgen import as_given
 
@@ -180,6 +186,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         from .._names import cli_names
         from .._online._progress import CADENCE, cadence
 
+        disagreeing = vw.disagreement(args)
+        if disagreeing is not None:
+            raise disagreeing
+        args.data_flag[:] = dict.fromkeys(args.data_flag)  # (-d F -d F: F once, as VW)
+        for attr in ("predictions", "raw_predictions"):  # (VW's -p - writes a file "-")
+            if getattr(args, attr) == "-":
+                from ._vwout import LiteralPath
+
+                setattr(args, attr, LiteralPath("-"))
         # the run's feature generation (_generate) and -i's counters: with its options,
         # where its models are read and written and its closing block printed
         args.vw_generation, args.vw_preserved = {}, {}

@@ -1386,9 +1386,10 @@ static PyMethodDef METHODS[] = {
      "finite)"},
     {"learn", vw_learn, METH_VARARGS,
      "learn(indptr, indices, values, labels, weights, start, end, table, state, kind, eta, "
-     "power_t, l1, l2, out, pred, by_sign, clip, holdout, sums): VW's online update over "
-     "examples [start, end) (_vwlearn.c; holdout: a byte per example, empty for none; "
-     "sums: VW's running sums, Progress.sums)"},
+     "power_t, l1, l2, out, pred, by_sign, clip, holdout, sums, notes) -> int: VW's online "
+     "update over examples [start, end) (_vwlearn.c; holdout: a byte per example, empty for "
+     "none; sums: VW's running sums, Progress.sums; notes: an int32 per example, set where "
+     "VW's logger tells of it, empty for none); the number of examples noted"},
     {"passes", vw_passes, METH_VARARGS,
      "passes(indptr, indices, values, labels, weights, table, state, kind, eta, decay, "
      "power_t, l1, l2, by_sign, clip, holdout, sums, carry, rows): more passes over one chunk "
@@ -1450,7 +1451,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
                  : c >= 'A' && c <= 'Z' ? 'A' : c == '.' ? '.' : '#';
     PyObject *mod = PyModule_Create(&MODULE);
     /* (the calling convention: terascale.linear._vw.VWFAST's number) */
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 21) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 22) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

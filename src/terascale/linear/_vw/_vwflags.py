@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 from ..._errors import ConfigError
 
-__all__ = ["ACCEPTED", "LINKS", "REFUSED", "SPELLINGS", "names", "unknown_flags"]
+__all__ = ["ACCEPTED", "LINKS", "REFUSED", "SPELLINGS", "GivenOnce", "disagreement", "names",
+           "unknown_flags"]
 
 LINKS = ("identity", "logistic", "glf1", "poisson")  # VW's --link, every one of them
 
@@ -162,3 +163,38 @@ def unknown_flags(command: str, extras: Sequence[str], parser: argparse.Argument
     return ConfigError(f"{what} for terascale linear {command} (neither a terascale flag nor "
                        f"a Vowpal Wabbit flag terascale knows). Supported: "
                        f"{' '.join(supported)}")
+
+
+# VW's options of one value that a later value may override (``allow_override`` in VW's
+# option definitions: the first value given is used, as for a model's options after the
+# command line's), and -i, a list in VW of which it reads the first model
+_FIRST_WINS = frozenset({"learning_rate", "power_t", "l1_state", "l2_state", "initial"})
+
+
+class GivenOnce(argparse._StoreAction):
+    """VW's rule for an option of one value given more than once: the same value again
+    changes nothing; another value is an error (:func:`disagreement`), but for the options
+    whose first value VW keeps (``_FIRST_WINS``). argparse's own rule, the last value wins,
+    is the one ``terascale linear`` keeps."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        given = namespace.__dict__.setdefault("_vw_given", {})
+        if self.dest not in given:
+            given[self.dest] = values
+            setattr(namespace, self.dest, values)
+        elif values != given[self.dest] and self.dest not in _FIRST_WINS and \
+                "_vw_disagreeing" not in namespace.__dict__:
+            name = next(s for s in reversed(self.option_strings) if s.startswith("--"))
+            namespace._vw_disagreeing = (name[2:], given[self.dest], values)
+
+
+def disagreement(args: argparse.Namespace) -> ConfigError | None:
+    """VW's error for the first option given twice with values that differ, else None
+    (``-d`` is a list here: terascale reads each file named, once)."""
+    found = args.__dict__.get("_vw_disagreeing")
+    if found is None:
+        return None
+    name, a, b = found
+    text = [f"{v:g}" if isinstance(v, float) else str(v) for v in (a, b)]
+    return ConfigError(f"Disagreeing option values for '{name}': '{text[0]}' vs '{text[1]}'")

@@ -286,8 +286,7 @@ static inline double score(const uint32_t *cols, const float *values, int64_t a,
         wk = g32 < fabsf(wk) ? wk - (wk > 0 ? g32 : -g32) : 0.0f;
         p32 += wk * values[k];
     }
-    double p = f32((double)p32 * f32(contraction));
-    return isnan(p) ? 0.0 : p;
+    return f32((double)p32 * f32(contraction));
 }
 
 static inline double trunc_weight(double w, double g) {
@@ -309,19 +308,28 @@ static void sync_table(float *t, size_t rows, size_t rs, double *state) {
     state[GRAVITY] = 0.0;
 }
 
+/* What VW's gd tells of an example on its logger (a note: `learn`'s notes): NOTE_NAN_SCORE
+ * its finalize_prediction's NaN score (predicted as 0), NOTE_NAN_UPDATE compute_update's
+ * NaN update (replaced by 0), and NOTE_MAGNITUDE times the features whose float square
+ * overflows (pred_per_update_feature's "too much magnitude"), in VW's order */
+#define NOTE_NAN_SCORE 1
+#define NOTE_NAN_UPDATE 2
+#define NOTE_MAGNITUDE 4
+
 /* _update._learn: the update from one example whose float loss is above 0 (`state`: the
  * learner's normalized sums; `lazy`: the lazy L1/L2 it reads and moves, its own or the
  * one one-against-all's K learners share; `pd`: the prediction the L1/L2's derivative
- * takes; `rs`: floats from one feature's row to the next's); returns whether the lazy
- * L1/L2 must be folded into the weights now */
+ * takes; `rs`: floats from one feature's row to the next's; `note`: the example's note,
+ * added to); returns whether the lazy L1/L2 must be folded into the weights now */
 static int learn_one(const uint32_t *cols, const float *values, int64_t a, int64_t b,
                      float *t, size_t rs, double *state, double *lazy, const settings *st,
-                     double p, double y, double s, double pd, int *bad) {
+                     double p, double y, double s, double pd, int *bad, int *note) {
     long long kind = st->kind;
     double gsq = f32(s * square_grad32(kind, p, y, bad));
     double ppu = 1.0;
     if (gsq != 0.0) {
         float norm_x32 = 0.0f, ppu32 = 0.0f;
+        int huge = 0; /* (the features whose float square overflows) */
         for (int64_t k = a; k < b; k++) {
             float *row = t + rs * (size_t)cols[k];
             double x = values[k];
@@ -345,10 +353,12 @@ static int learn_one(const uint32_t *cols, const float *values, int64_t a, int64
                 row[2] = (float)ax;
             }
             double nx2 = x2 <= FLT_MAX ? (double)((float)x2 / (row[2] * row[2])) : 1.0;
+            huge += x2 > FLT_MAX;
             norm_x32 += (float)nx2;
             ppu32 += (float)(x2 * rate(row[1], row[2], st));
         }
         ppu = (double)ppu32;
+        *note += huge * NOTE_MAGNITUDE;
         state[TOTAL_WEIGHT] += s;
         state[SUM_NORM_X] += s * (double)norm_x32;
         double tw = f32(state[TOTAL_WEIGHT]), sx = f32(state[SUM_NORM_X]);
@@ -367,8 +377,10 @@ static int learn_one(const uint32_t *cols, const float *values, int64_t a, int64
         u = f32(u / f32(lazy[CONTRACTION]));
         lazy[GRAVITY] += eta_bar * st->l1;
     }
-    if (isnan(u))
+    if (isnan(u)) {
         u = 0.0;
+        *note |= NOTE_NAN_UPDATE;
+    }
     if (u != 0.0) {
         u = f32(u * state[UPDATE_MULTIPLIER]);
         for (int64_t k = a; k < b; k++) {
@@ -441,12 +453,15 @@ static int learn_settings(settings *st, long long kind, const int64_t *by_sign,
 /* VW's online update over examples [start, end) (checked: learn_checks), without the GIL:
  * out gets the examples' sums (online_chunk's), sums VW's running sums (below), pred (raw)
  * the predictions (the scores before the clip) where not NULL; hold a byte per example,
- * nonzero where it is held out (NULL: none is). Returns nonzero on an unknown loss code. */
+ * nonzero where it is held out (NULL: none is); notes an int32 per example, set where
+ * VW's logger tells of it (NULL: none kept, and the examples neither learned from nor
+ * predicted are not scored), *noted counting them. Returns nonzero on an unknown loss
+ * code. */
 static int learn_range(const int64_t *indptr, const uint32_t *cols, const float *values,
                        const float *labels, const float *weights, Py_ssize_t start,
                        Py_ssize_t end, float *t, size_t rows, double *state, const settings *cst,
                        double *out, double *pred, double *raw, const uint8_t *hold,
-                       double *sums) {
+                       double *sums, int32_t *notes, Py_ssize_t *noted) {
     settings st = *cst;
     int bad = 0;
     for (Py_ssize_t i = start; i < start + AHEAD && i < end; i++)
@@ -464,19 +479,26 @@ static int learn_range(const int64_t *indptr, const uint32_t *cols, const float 
             state[MIN_LABEL] = mind(state[MIN_LABEL], y);
             state[MAX_LABEL] = maxd(state[MAX_LABEL], y);
         }
-        if (!learn && !pred)
+        if (!learn && !pred && !notes)
             continue;
         int64_t a = indptr[i], b = indptr[i + 1];
         /* the lazy L1 truncates only where this run learns with L1 (VW) */
         double p = score(cols, values, a, b, t, st.l1 > 0.0 ? state[GRAVITY] : 0.0,
                          state[CONTRACTION]);
-        if (raw)
+        int note = 0;
+        if (raw) /* (-r: VW's raw score, NaN too) */
             raw[i - start] = p;
+        if (isnan(p)) { /* (VW's finalize_prediction: a NaN score predicts 0) */
+            p = 0.0;
+            note = NOTE_NAN_SCORE;
+        }
         p = clip_prediction(st.clip, p, state[MIN_LABEL], state[MAX_LABEL]);
-        if (pred) {
+        if (pred)
             pred[i - start] = p;
-            if (!learn)
-                continue;
+        if (!learn) {
+            if (note && notes)
+                notes[i] = note, ++*noted;
+            continue;
         }
         double lv = ranged_loss32(st.kind, p, y, state[MIN_LABEL], state[MAX_LABEL],
                                   &bad);
@@ -486,6 +508,8 @@ static int learn_range(const int64_t *indptr, const uint32_t *cols, const float 
         out[6] = lab;
         out[7] = p;
         if (held) {
+            if (note && notes)
+                notes[i] = note, ++*noted;
             out[2] += slv;
             out[3] += s;
             sums[2] += slv;
@@ -502,25 +526,26 @@ static int learn_range(const int64_t *indptr, const uint32_t *cols, const float 
         sums[1] += s;
         sums[4] += slv;
         sums[5] += s;
-        if (!(lv > 0.0)) /* a loss of 0 or NaN (poisson's negative label): as VW */
-            continue;
-        if (learn_one(cols, values, a, b, t, 3, state, state, &st, p, y, s,
+        if (lv > 0.0 && /* (a loss of 0 or NaN, poisson's negative label: as VW) */
+            learn_one(cols, values, a, b, t, 3, state, state, &st, p, y, s,
                       ranged_prediction(st.kind, p, state[MIN_LABEL], state[MAX_LABEL]),
-                      &bad))
+                      &bad, &note))
             sync_table(t, rows, 3, state);
+        if (note && notes)
+            notes[i] = note, ++*noted;
     }
     return bad;
 }
 
 PyObject *vw_learn(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer bp, bi, bv, bl, bw, bt, bs, bo, bpr, bsg, bcl, bh, bsu;
+    Py_buffer bp, bi, bv, bl, bw, bt, bs, bo, bpr, bsg, bcl, bh, bsu, bn;
     Py_ssize_t start, end;
     long long kind;
     double eta, power_t, l1, l2;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*nnw*w*Lddddw*w*y*y*y*w*", &bp, &bi, &bv, &bl,
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*nnw*w*Lddddw*w*y*y*y*w*w*", &bp, &bi, &bv, &bl,
                           &bw, &start, &end, &bt, &bs, &kind, &eta, &power_t, &l1, &l2, &bo,
-                          &bpr, &bsg, &bcl, &bh, &bsu))
+                          &bpr, &bsg, &bcl, &bh, &bsu, &bn))
         return NULL;
     /* VW's running sums (Progress.sums, SUMS doubles): the run's loss, labelled weight,
      * holdout loss and weight; the loss and labelled weight since the last line, the
@@ -530,6 +555,12 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
     size_t rows = (size_t)bt.len / 12;
     const char *err = learn_checks(&bp, &bi, &bv, &bl, &bw, start, end, rows, &bs, &bo, &bpr,
                                    &bsg, &bcl, &bh, &bsu);
+    /* an int32 per example, set to its note where it has one (empty: none kept, and the
+     * examples neither learned from nor predicted are not scored) */
+    int32_t *notes = bn.len ? bn.buf : NULL;
+    Py_ssize_t noted = 0;
+    if (!err && notes && bn.len / 4 < end)
+        err = "learn: examples out of range";
     settings st;
     if (!err && !learn_settings(&st, kind, bsg.buf, bcl.buf, eta, power_t, l1, l2))
         err = "learn: unknown loss code";
@@ -540,19 +571,21 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
         int bad;
         Py_BEGIN_ALLOW_THREADS
         bad = learn_range(bp.buf, bi.buf, bv.buf, bl.buf, bw.buf, start, end, bt.buf, rows,
-                          bs.buf, &st, bo.buf, pred, raw, bh.len ? bh.buf : NULL, bsu.buf);
+                          bs.buf, &st, bo.buf, pred, raw, bh.len ? bh.buf : NULL, bsu.buf,
+                          notes, &noted);
         Py_END_ALLOW_THREADS
         if (bad)
             err = "learn: unknown loss code";
     }
-    Py_buffer *all[] = {&bp, &bi, &bv, &bl, &bw, &bt, &bs, &bo, &bpr, &bsg, &bcl, &bh, &bsu};
+    Py_buffer *all[] = {&bp, &bi, &bv, &bl, &bw, &bt, &bs, &bo, &bpr, &bsg, &bcl, &bh, &bsu,
+                        &bn};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++)
         PyBuffer_Release(all[k]);
     if (err) {
         PyErr_SetString(PyExc_ValueError, err);
         return NULL;
     }
-    Py_RETURN_NONE;
+    return PyLong_FromSsize_t(noted);  /* the examples with a note */
 }
 
 /* passes(indptr, indices, values, labels, weights, table, state, kind, eta, decay,
@@ -597,6 +630,7 @@ PyObject *vw_passes(PyObject *self, PyObject *args) {
         double *sums = bsu.buf, *carry = bc.buf, *row = br.buf;
         float rate = (float)eta;
         int bad = 0;
+        Py_ssize_t noted = 0; /* (the replayed passes keep no notes: learn_range counts) */
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t r = 0; r < passes && !bad; r++, row += PASS_ROW) {
             if (decay != 1.0)
@@ -604,7 +638,7 @@ PyObject *vw_passes(PyObject *self, PyObject *args) {
             set_rates(&st, (double)rate, power_t, l1, l2);
             memset(seg, 0, sizeof seg);
             bad = learn_range(bp.buf, bi.buf, bv.buf, labels, weights, 0, n, bt.buf, rows,
-                              bs.buf, &st, seg, NULL, NULL, hold, sums);
+                              bs.buf, &st, seg, NULL, NULL, hold, sums, NULL, &noted);
             for (Py_ssize_t i = 0; i < n; i++) {
                 double w = weights[i];
                 if (isnan(labels[i]))
@@ -869,6 +903,7 @@ PyObject *vw_oaa_learn(PyObject *self, PyObject *args) {
         set_rates(&st, eta, power_t, l1, l2);
         int squared = st.kind == 1;
         size_t rs = 3 * (size_t)k; /* (a feature's K rows side by side) */
+        int note = 0; /* (--oaa keeps no notes) */
         double *lazy = states;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = start; i < end && !bad; i++) {
@@ -917,7 +952,7 @@ PyObject *vw_oaa_learn(PyObject *self, PyObject *args) {
                                         : loss32(st.kind, p, y, &bad)) > 0.0))
                     continue;
                 if (learn_one(cols, values, a, b, t + 3 * c, rs, states + c * STATE_SIZE,
-                              lazy, &st, p, y, s, pd, &bad)) {
+                              lazy, &st, p, y, s, pd, &bad, &note)) {
                     for (Py_ssize_t cc = 0; cc < k; cc++) {
                         states[cc * STATE_SIZE + CONTRACTION] = lazy[CONTRACTION];
                         states[cc * STATE_SIZE + GRAVITY] = lazy[GRAVITY];

@@ -697,7 +697,7 @@ class _Pass:
     def __init__(self, fast: Any, opts: Any, eta: float, table: Any, state: Any, prog: Any,
                  writers: list, how: str, period: int, raw: bool, first: bool, binary: bool,
                  offset: int = 0) -> None:
-        from .._losstable import _BY_SIGN, _CLIP, loss_spec
+        from .._losstable import _BY_SIGN, _CLIP, _CLIPS, HEADER_RANGE, loss_spec
         from .._online._progress import any_warned
 
         self.any_warned = any_warned
@@ -707,10 +707,18 @@ class _Pass:
         self.offset = offset  # (the input's examples before these chunks: the holdout's)
         self.kind, self.l2 = opts.online_kind(), opts.online_l2(0.0)
         self.signs, self.clips = _BY_SIGN, _CLIP
+        if self.kind & HEADER_RANGE:  # (the compiled learner reads the clip rule here)
+            self.kind &= ~HEADER_RANGE
+            wide, labels = _CLIPS.index("labels50"), _CLIPS.index("labels")
+            self.clips = array("q", [labels if c == wide else c for c in _CLIP])
         self.out = prog.out
         # (VW's lines on the labels the loss does not expect, on standard output)
         self.warn = self.out is not None and (bool(loss_spec(opts.loss).warns) or binary)
         self.labels: list[float] = []
+        # the chunk's notes (an int32 per example, _vwfast.learn's) and each example's
+        # number in VW's count, where the progress table is printed (VW's logger is quiet
+        # with it under --quiet)
+        self.notes, self.cum_n = _NO_NOTES, _NO_COUNTS
 
     def _learn(self, b: tuple, hold: Any, start: int, end: int, pred: Any,
                acc: array) -> None:
@@ -719,10 +727,10 @@ class _Pass:
         seg = array("d", bytes(64))  # (the chunk's sums, the pass's; the kernel adds to VW's)
         opts, sums = self.opts, self.prog.sums
         before = array("d", sums) if self.binary and pred is not None else None
-        self.fast.learn(b[0], b[1], b[2], b[3], b[4], start, end, self.table, self.state,
-                        self.kind, self.eta, opts.power_t, opts.l1, self.l2, seg,
-                        pred if pred is not None else _NONE, self.signs, self.clips,
-                        hold, sums)
+        noted = self.fast.learn(b[0], b[1], b[2], b[3], b[4], start, end, self.table,
+                                self.state, self.kind, self.eta, opts.power_t, opts.l1,
+                                self.l2, seg, pred if pred is not None else _NONE,
+                                self.signs, self.clips, hold, sums, self.notes)
         if before is not None:  # (VW's 0/1 loss of the signs: numba's kernel)
             from .._online._progressive import zero_one
 
@@ -733,12 +741,29 @@ class _Pass:
                      np.asarray(b[4]), mask, start, self.kind, self.fast.loss32, sums_np,
                      np.frombuffer(before))
         self.prog.fold(acc, seg, end - start)
-        if self.warn and self.any_warned(memoryview(b[3])[start:end], opts.loss, self.binary):
+        around = None
+        if noted:  # (VW's logger's lines on NaN scores and updates, huge features)
+            from ._vwreport import learner_notes
+
+            around = learner_notes(self.notes[start:end], self._numbers(b, hold, start, end))
+            around = {start + i: lines for i, lines in around.items()}
+        if self.warn and (around or self.any_warned(memoryview(b[3])[start:end], opts.loss,
+                                                    self.binary)):
             from .._online._progress import label_warnings  # (numpy: a line to print)
 
             label_warnings(np.asarray(b[3]), np.asarray(b[4]),
                            np.frombuffer(hold, np.bool_) if hold else None, start, end,
-                           True, sys.stdout, loss=opts.loss, binary=self.binary)
+                           True, sys.stdout, loss=opts.loss, binary=self.binary, around=around)
+        elif around:
+            sys.stdout.write("".join(a + z for _, (a, z) in sorted(around.items())))
+
+    def _numbers(self, b: tuple, hold: Any, start: int, end: int) -> list[int]:
+        """Each example's number in VW's count (from 1) over [start, end): the examples
+        counted up to it (``cum_n``), itself included unless it is a labelled one held out,
+        which VW does not count."""
+        labels, cum_n = b[3], self.cum_n
+        return [cum_n[i] + (1 if hold and hold[i] and labels[i] == labels[i] else 0)
+                for i in range(start, end)]
 
     def _write(self, pred: array, b: tuple, start: int, n: int) -> None:
         from ._vwout import predicted
@@ -791,6 +816,10 @@ class _Pass:
                 self.labels = _distinct(self.labels, labels)
             if lines:  # (a double running sum, as the numba pass cuts its lines)
                 seen_w, seen_n = cum_w[n - 1], cum_n[n - 1]
+            # the chunk's notes (the compiled learner's, an int32 per example) where the
+            # progress table is printed (VW's logger is quiet with it under --quiet)
+            self.notes = array("i", bytes(4 * n)) if lines else _NO_NOTES
+            self.cum_n = cum_n
             start = 0
             while start < n:
                 end, at = n, -1
@@ -848,6 +877,7 @@ def _table(bits: int) -> memoryview:
 _NONE = array("d")
 _NOHOLD = array("B")
 _NO_COUNTS = array("q")
+_NO_NOTES = array("i")
 # lines of a chunk the compiled parser declines that the numba parser reads one by one; the
 # rest of the chunk after that many is read by it at once (text outside the compiled
 # subset throughout: a chunk parsed in a few calls, not a call a line)
@@ -917,7 +947,8 @@ def _save(args: argparse.Namespace, parse: Any, table: Any, state: Any,
         info["online_passes"] = used
     if args.binary:
         info["binary"] = True  # (VW keeps --binary in its model)
-    if args.min_prediction is not None or args.max_prediction is not None:
+    if args.min_prediction is not None or args.max_prediction is not None or \
+            options.get("header_range"):
         info["fixed_range"] = True  # (its header holds that range, whatever the loss)
     if how != "identity":
         info["link"] = how
@@ -1187,4 +1218,6 @@ def _begin(args: argparse.Namespace) -> tuple[Any, dict[str, Any], list[str], st
     options["vw_text"] = options["vw_labels"] = True
     if args.min_prediction is not None or args.max_prediction is not None:
         options["fixed_range"] = True  # (-i's range, or the one given over it, stays)
+    if _cli_run.header_range(args):
+        options["header_range"] = True  # (-i's header's range, widened to the labels)
     return fast, options, _cli_run._inputs(args), _cli_run._link(args, "identity")

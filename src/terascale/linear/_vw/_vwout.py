@@ -23,7 +23,7 @@ from ..._lazy import lazy_module
 
 np = lazy_module("numpy", globals(), "np")
 
-__all__ = ["AtomicText", "all_or_none", "link", "link_one", "predicted", "prediction_lines",
+__all__ = ["AtomicText", "LiteralPath", "all_or_none", "link", "link_one", "predicted", "prediction_lines",
            "prediction_writers"]
 
 
@@ -82,8 +82,13 @@ def _link32(scores: np.ndarray, how: str) -> np.ndarray:
 
 
 def _num(v: float) -> str:
-    if math.isfinite(v) and v == math.floor(v):  # (VW: std::fixed, precision 0)
+    """A prediction as VW writes it: a whole number without decimals (std::fixed,
+    precision 0), else 6 decimals; a NaN with its sign, as C's printf (``-nan``: the
+    sign bit that x86's invalid operations, such as inf - inf, leave set)."""
+    if math.isfinite(v) and v == math.floor(v):
         return str(int(v))
+    if v != v:
+        return "-nan" if math.copysign(1.0, v) < 0 else "nan"
     return f"{v:.6f}"
 
 
@@ -105,6 +110,11 @@ def prediction_lines(values: np.ndarray, tags: Sequence[str] | None) -> str:
                    for v, t in zip(vals.tolist(), tags))
 
 
+class LiteralPath(str):
+    """A file name taken as written: ``-`` is a file of that name, as VW's ``-p -`` and
+    ``-r -`` write one, not standard output (``terascale linear``'s ``-p -``)."""
+
+
 class AtomicText:
     """A text file that appears (renamed into place, fsynced) only when closed without error:
     an interrupted run leaves no half-written output behind."""
@@ -112,7 +122,7 @@ class AtomicText:
     def __init__(self, path: str) -> None:
         self.path = path
         self._tmp: str | None = None
-        if path in ("-", "/dev/stdout"):  # VW users write `-p /dev/stdout`
+        if path == "/dev/stdout" or (path == "-" and not isinstance(path, LiteralPath)):
             self.file: TextIO = sys.stdout
         elif path == "/dev/stderr":
             self.file = sys.stderr

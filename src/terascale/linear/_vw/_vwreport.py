@@ -35,7 +35,7 @@ np = lazy_module("numpy", globals(), "np")
 
 __all__ = ["average_loss", "batch_opening", "batch_test_lines", "best_constant",
            "closing_block",
-           "holdout_on", "multiclass_log_loss", "preamble", "run_label_sum",
+           "holdout_on", "learner_notes", "multiclass_log_loss", "preamble", "run_label_sum",
            "running_sum", "test_block"]
 
 # a ``pass_totals`` row's slots after the pass's own nine sums: VW's running sums over
@@ -84,14 +84,41 @@ def running_sum(total: float, values: np.ndarray) -> float:
     return float(np.cumsum(np.concatenate(([total], np.asarray(values, np.float64))))[-1])
 
 
+def _nan_prediction(number: int) -> str:
+    """VW's ``finalize_prediction``'s line on the NaN score of example ``number`` (from 1;
+    it predicts 0 for it)."""
+    return f"[warning] NAN prediction in example {number}, forcing 0\n"
+
+
 def nan_predictions(raw: np.ndarray, before: int, out: TextIO | None) -> None:
     """VW's warning for each NaN score of a block whose first example is number
-    ``before + 1`` of the run (its ``finalize_prediction`` predicts 0 for it), on ``out``
-    (standard output, where VW's logger writes; None: none printed, as under --quiet)."""
+    ``before + 1`` of the run, on ``out`` (standard output, where VW's logger writes;
+    None: none printed, as under --quiet)."""
     if out is None:
         return
     for i in np.flatnonzero(np.isnan(raw)):
-        out.write(f"[warning] NAN prediction in example {before + int(i) + 1}, forcing 0\n")
+        out.write(_nan_prediction(before + int(i) + 1))
+
+
+# the compiled learner's notes of an example (``_vwlearn.c``'s NOTE_*): the bits of a NaN
+# score and of a NaN update, then the count of features too large to square in float
+_NAN_SCORE, _NAN_UPDATE, _MAGNITUDE = 1, 2, 4
+
+
+def learner_notes(notes: np.ndarray, numbers: np.ndarray) -> dict[int, tuple[str, str]]:
+    """VW's logger's lines on the examples the compiled learner noted (``notes``: its int32
+    per example; ``numbers``: each example's number in VW's count, from 1): by index, the
+    lines before the example's label warnings (a NaN score, predicted as 0) and after them
+    (``The features have too much magnitude`` for each feature whose float square
+    overflows, then a NaN update, replaced by 0), as VW's gd prints them."""
+    lines = {}
+    for i in np.flatnonzero(notes).tolist():
+        v = int(notes[i])
+        before = _nan_prediction(int(numbers[i])) if v & _NAN_SCORE else ""
+        after = ("[error] The features have too much magnitude\n" * (v // _MAGNITUDE) +
+                 ("[warning] update is NAN, replacing with 0\n" if v & _NAN_UPDATE else ""))
+        lines[i] = (before, after)
+    return lines
 
 
 def run_label_sum(totals: list[list[float]]) -> float:
