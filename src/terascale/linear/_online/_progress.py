@@ -296,17 +296,8 @@ def label_warnings(labels: np.ndarray, weights: np.ndarray, hold: np.ndarray | N
 
     spec = loss_spec(loss)
     lab = labels[start:end]
-    labelled = ~np.isnan(lab)
-    if spec.warns == "negative":
-        of_loss = lab < 0
-    elif spec.warns == "not -1 or 1":
-        of_loss = labelled & (lab != 1) & (lab != -1)
-    elif spec.warns == "outside [-1, 1]":
-        of_loss = labelled & (np.abs(lab) > 1)
-    else:
-        of_loss = np.zeros(len(lab), bool)
+    of_loss, of_binary = _unexpected(lab, spec.warns, binary)
     of_loss &= weights[start:end] > 0
-    of_binary = labelled & (np.abs(lab) != 1) if binary else np.zeros(len(lab), bool)
     text = []
     for i in np.flatnonzero(of_loss | of_binary).tolist():
         v = _fmt(lab[i])
@@ -317,6 +308,32 @@ def label_warnings(labels: np.ndarray, weights: np.ndarray, hold: np.ndarray | N
             text.append(_BINARY.format(v))
     if text:
         out.write("".join(text))
+
+
+def _unexpected(lab: np.ndarray, warns: str | None,
+                binary: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The labels of ``lab`` the loss function warns of (its row's ``warns``), whatever
+    their weight, and those ``--binary`` calls an error."""
+    labelled = ~np.isnan(lab)
+    if warns == "negative":
+        of_loss = lab < 0
+    elif warns == "not -1 or 1":
+        of_loss = labelled & (lab != 1) & (lab != -1)
+    elif warns == "outside [-1, 1]":
+        of_loss = labelled & (np.abs(lab) > 1)
+    else:
+        of_loss = np.zeros(len(lab), bool)
+    of_binary = labelled & (np.abs(lab) != 1) if binary else np.zeros(len(lab), bool)
+    return of_loss, of_binary
+
+
+def warned_labels(labels: np.ndarray, *, loss: str, binary: bool) -> np.ndarray:
+    """Which of ``labels`` :func:`label_warnings` may print a line on (those of weight 0
+    included)."""
+    from .._losstable import loss_spec
+
+    of_loss, of_binary = _unexpected(labels, loss_spec(loss).warns, binary)
+    return of_loss | of_binary
 
 
 def label_notes(notes: tuple[str, ...] | list[str], out: TextIO) -> None:

@@ -53,6 +53,8 @@ loss), and ``--oaa K`` runs :mod:`._vwoaafast` (its K learners in ``_vwfast.oaa_
 the linear ones, counted in the table as VW counts them: ``Dataset.ignored``).
 ``--readable_model`` and ``--invert_hash`` are written from the table at the end
 (``_vwtext``, which imports no numba: the names are the text read again, hashed in Python).
+``--audit`` runs here too (``_vwaudit.Audit``): every pass parses the text (no cache), the
+examples are learned one at a time, and each one's lines are printed as it is learned.
 
 :func:`c_path` says whether a run takes it, and why not: anything it does not cover
 (``-n N``, ``--skip-bad`` with ``--oaa`` or ``-t``, the starting weights and ``-i`` of terascale's model
@@ -119,9 +121,11 @@ def _memory() -> int:
         return 0
 
 
-def c_path(args: argparse.Namespace) -> str | None:
+def c_path(args: argparse.Namespace, audit: bool = False) -> str | None:
     """None where this ``terascale vw`` run (its flags after VW's defaults) learns in the
-    compiled core; else why it runs the numba pass."""
+    compiled core; else why it runs the numba pass. ``audit``: the caller prints
+    ``--audit``'s lines as the compiled learner learns (``_vwaudit.Audit``; where it does
+    not ask, ``--audit`` runs the numba pass, whose text ``_vwgen`` rewrites)."""
     fast = _fast()
     if fast is None:
         return "the compiled core is not built (or TERASCALE_NO_CEXT is set)"
@@ -139,7 +143,7 @@ def c_path(args: argparse.Namespace) -> str | None:
          "-t with --readable_model/--invert_hash"),
         (bool(oaa_off), oaa_off or ""),
         (args.bfgs is not None or args.cg is not None, "--bfgs/--conjugate_gradient"),
-        (args.audit, "--audit"),
+        (args.audit and not audit, "--audit"),
         (bool(getattr(args, "skip_bad", False)) and (args.oaa is not None or args.testonly),
          "--skip-bad with --oaa or -t"),
         (args.initial is not None and not _vw_model(args.initial),
@@ -563,7 +567,7 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     # -c) or starts from -i's model before its table, and says how many lines it skipped
     # there; here the first pass's table is held until the text is read
     held = io.StringIO() if out is not None and opts.skip_bad and (
-        opts.cache_root() != "" or model is not None) else None
+        (opts.cache_root() != "" and not args.audit) or model is not None) else None
     prog = Progress(held or out)
     prog.header()
     prog.restart()
@@ -576,7 +580,13 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     period = holdout_period(opts)
     prog.holdout = bool(period)
     reader = _Parser(parse, getattr(args, "vw_grams", None))
-    inputs = Inputs(paths, parse, opts.cache_root(), reader, _parsed)
+    audit = None
+    if args.audit:  # (each pass parses the text: VW's audit names the first pass's features)
+        from ._vwaudit import Audit
+
+        audit = Audit(parse, reader, _Parser)
+    inputs = Inputs(paths, parse, opts.cache_root() if audit is None else "",
+                    audit or reader, _parsed)
     writers = prediction_writers(args)
     # VW stops the passes on the holdout loss: the best pass's rows (those in use) kept
     stop = EarlyStop(opts.patience) if period and passes > 1 else None
@@ -591,7 +601,9 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
             if p > 0 and opts.decay_learning_rate != 1.0:
                 rate = np.float32(rate * np.float32(opts.decay_learning_rate))
             run = _Pass(fast, opts, float(rate), table, state, prog, writers, how, period,
-                        args.raw_predictions is not None, p == 0, binary)
+                        args.raw_predictions is not None, p == 0, binary, audit=audit)
+            if audit is not None:
+                audit.named = p == 0
             tot = run.learn(inputs.chunks())
             if p == 0:
                 labels_seen = run.labels
@@ -641,7 +653,8 @@ class _Pass:
 
     def __init__(self, fast: Any, opts: Any, eta: float, table: np.ndarray,
                  state: np.ndarray, prog: Any, writers: list, how: str, period: int,
-                 raw: bool, first: bool, binary: bool, offset: int = 0) -> None:
+                 raw: bool, first: bool, binary: bool, offset: int = 0,
+                 audit: Any = None) -> None:
         from .._losstable import _BY_SIGN, _CLIP, loss_spec
 
         self.fast, self.opts, self.eta, self.table, self.state = fast, opts, eta, table, state
@@ -654,6 +667,10 @@ class _Pass:
         # (VW's lines on the labels the loss does not expect, on standard output)
         self.warn = self.out is not None and (bool(loss_spec(opts.loss).warns) or binary)
         self.labels: list[float] = []
+        # --audit's lines (_vwaudit.Audit): the examples learned one at a time
+        self.audit = audit
+        self.one = np.empty(1)
+        self.warned: np.ndarray | None = None  # (the chunk's labels warned of, audited)
 
     def _learn(self, b: tuple, hold: np.ndarray, start: int, end: int,
                pred: np.ndarray | None, acc: np.ndarray) -> None:
@@ -661,17 +678,23 @@ class _Pass:
         seg = np.zeros(8)  # (the chunk's sums, the pass's; the kernel adds to VW's)
         opts, sums = self.opts, self.prog.sums
         before = sums.copy() if self.binary and pred is not None else None
+        audit = self.audit if end > start else None  # (one example: learn's cut)
+        got = pred if pred is not None else self.one if audit is not None else _NONE
+        if audit is not None:
+            audit.before(b, start, self.table, self.state)
         self.fast.learn(b[0], b[1], b[2], b[3], b[4], start, end, self.table, self.state,
-                        self.kind, self.eta, opts.power_t, opts.l1, self.l2, seg,
-                        pred if pred is not None else _NONE, self.signs, self.clips,
-                        hold if self.period else _NOHOLD, sums)
+                        self.kind, self.eta, opts.power_t, opts.l1, self.l2, seg, got,
+                        self.signs, self.clips, hold if self.period else _NOHOLD, sums)
+        if audit is not None:
+            audit.after(b, start, float(got[0]))
         if before is not None:  # (VW's 0/1 loss of the signs)
             from .._online._progressive import zero_one
 
             zero_one(seg, _ZEROS, pred[:end - start], b[3], b[4], hold.view(np.bool_), start,
                      self.kind, self.fast.loss32, sums, before)
         self.prog.fold(acc, seg, end - start)
-        if self.warn:  # (imported here: a run without it imports no numba)
+        if self.warn and (self.warned is None or self.warned[start:end].any()):
+            # (imported here: a run without it imports no numba)
             from .._online._progress import label_warnings
 
             label_warnings(b[3], b[4], hold if self.period else None, start, end, True,
@@ -724,6 +747,10 @@ class _Pass:
             prog.add_seen(weights, unl)
             if self.first and len(self.labels) < 3:
                 self.labels = _distinct(self.labels, labels)
+            if self.warn and self.audit is not None:  # (a call an example otherwise)
+                from .._online._progress import warned_labels
+
+                self.warned = warned_labels(labels, loss=self.opts.loss, binary=self.binary)
             if lines:
                 # (a float32 running sum, as the numba pass cuts its lines)
                 cum_w = seen_w + np.cumsum(np.where(kept, weights, 0.0), dtype=np.float64)
@@ -736,6 +763,8 @@ class _Pass:
                 if lines:  # (one line an example at most, as VW checks after each one)
                     at = max(int(np.searchsorted(cum_w, nxt)), start)
                     end = at + 1 if at < n else n
+                if self.audit is not None:
+                    end = start + 1
                 pred = None
                 if self.writers or self.binary:
                     end = min(end, start + _BLOCK)
