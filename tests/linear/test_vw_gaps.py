@@ -91,6 +91,20 @@ def test_hash_all_audit_prints_vws_lines(tmp_path):
     assert _audits(args, tmp_path)
 
 
+def test_audit_streams_vws_lines_and_warnings_across_chunks(tmp_path):
+    """--audit over more text than the compiled learner's first chunk (16 KiB), with --hash
+    all (the names read from the input beside the copy it rewrites) and logistic's lines
+    on the labels outside [-1, 1], each printed where VW prints it: after the example's
+    audit lines."""
+    (tmp_path / "d.vw").write_text("\n".join(_digit_lines(300, 6)) + "\n")
+    assert (tmp_path / "d.vw").stat().st_size > 1 << 14
+    args = ["-d", "d.vw", "--audit", "--hash", "all", "-q", "1a", "-b", "14",
+            "--loss_function", "logistic"]
+    runs = stdouts(args, tmp_path)
+    assert runs[0].count("[warning] The label") > 20 and "\t12^" in runs[0]
+    assert runs[1] == runs[0]
+
+
 def _audits(args: list[str], cwd) -> bool:
     runs = stdouts(args, cwd)
     assert runs[0].count("\n") > 20 and "\ta^" in runs[0] + runs[1]

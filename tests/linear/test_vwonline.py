@@ -552,7 +552,8 @@ def test_oaa_and_the_cache_keep_the_parsers_spellings_and_n_grams(tmp_path):
 
 @built
 @pytest.mark.parametrize("extra", [[], ["--link", "glf1"], ["--loss_function", "poisson"],
-                                   ["-t", "-i", "m0", "-r", "r"], ["-i", "m0"]])
+                                   ["-t", "-i", "m0", "-r", "r"], ["-i", "m0"],
+                                   ["--audit", "-q", "ab"]])  # (streamed: no data held)
 def test_a_one_line_run_imports_no_numba(tmp_path, extra):
     (tmp_path / "one.vw").write_text("1 | a b c\n")
     test = "-t" in extra

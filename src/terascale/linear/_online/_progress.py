@@ -319,17 +319,8 @@ def label_warnings(labels: np.ndarray, weights: np.ndarray, hold: np.ndarray | N
 
     spec = loss_spec(loss)
     lab = labels[start:end]
-    labelled = ~np.isnan(lab)
-    if spec.warns == "negative":
-        of_loss = lab < 0
-    elif spec.warns == "not -1 or 1":
-        of_loss = labelled & (lab != 1) & (lab != -1)
-    elif spec.warns == "outside [-1, 1]":
-        of_loss = labelled & (np.abs(lab) > 1)
-    else:
-        of_loss = np.zeros(len(lab), bool)
+    of_loss, of_binary = _unexpected(lab, spec.warns, binary)
     of_loss &= weights[start:end] > 0
-    of_binary = labelled & (np.abs(lab) != 1) if binary else np.zeros(len(lab), bool)
     text = []
     marked = np.flatnonzero(of_loss | of_binary).tolist()
     if around:
@@ -363,6 +354,32 @@ def any_warned(labels: Any, loss: str, binary: bool) -> bool:
                 or warns == "outside [-1, 1]" and abs(v) > 1 or binary and abs(v) != 1):
             return True
     return False
+
+
+def _unexpected(lab: np.ndarray, warns: str | None,
+                binary: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The labels of ``lab`` the loss function warns of (its row's ``warns``), whatever
+    their weight, and those ``--binary`` calls an error."""
+    labelled = ~np.isnan(lab)
+    if warns == "negative":
+        of_loss = lab < 0
+    elif warns == "not -1 or 1":
+        of_loss = labelled & (lab != 1) & (lab != -1)
+    elif warns == "outside [-1, 1]":
+        of_loss = labelled & (np.abs(lab) > 1)
+    else:
+        of_loss = np.zeros(len(lab), bool)
+    of_binary = labelled & (np.abs(lab) != 1) if binary else np.zeros(len(lab), bool)
+    return of_loss, of_binary
+
+
+def warned_labels(labels: np.ndarray, *, loss: str, binary: bool) -> np.ndarray:
+    """Which of ``labels`` :func:`label_warnings` may print a line on (those of weight 0
+    included)."""
+    from .._losstable import loss_spec
+
+    of_loss, of_binary = _unexpected(labels, loss_spec(loss).warns, binary)
+    return of_loss | of_binary
 
 
 def label_notes(notes: tuple[str, ...] | list[str], out: TextIO) -> None:

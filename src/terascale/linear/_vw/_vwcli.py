@@ -686,16 +686,20 @@ def _plain(args: argparse.Namespace) -> int:
 
 
 def _audited(args: argparse.Namespace) -> int:
-    """Train as usual, then print VW's audit of the run (``_vwaudit``)."""
+    """VW's audit of the run (``_vwaudit``): printed as the compiled learner learns, or
+    else after training as usual, by a replay."""
     from .._front import _cli_run
     from .._front._cli_options import train_options
     from ._vwaudit import audit
+    from ._vwonline import c_path, train
 
     if args.nprocs != 1 or args.oaa is not None or args.bfgs is not None or \
             args.cg is not None or args.testonly:
         raise ConfigError("--audit: terascale vw audits online training on one worker "
                           "(not with -n N, --oaa, --bfgs/--conjugate_gradient or -t)")
     args.data, args.data_flag = _cli_run._inputs(args), []  # standard input: read once
+    if c_path(args, audit=True) is None:
+        return train(args)
     code = int(_cli_run.train(args) or 0)
     if code:
         return code

@@ -56,10 +56,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..._lazy import lazy_module
+from . import dense_table
 
 np = lazy_module("numpy", globals(), "np")
 
-from . import dense_table
 
 __all__ = ["main", "train", "why_not"]
 

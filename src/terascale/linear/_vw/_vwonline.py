@@ -61,6 +61,8 @@ loss), and ``--oaa K`` runs :mod:`._vwoaafast` (its K learners in ``_vwfast.oaa_
 the linear ones, counted in the table as VW counts them: ``Dataset.ignored``).
 ``--readable_model`` and ``--invert_hash`` are written from the table at the end
 (``_vwtext``, which imports no numba: the names are the text read again, hashed in Python).
+``--audit`` runs here too (``_vwaudit.Audit``): every pass parses the text (no cache), the
+examples are learned one at a time, and each one's lines are printed as it is learned.
 
 :func:`c_path` says whether a run takes it, and why not: anything it does not cover
 (``-n N``, ``--skip-bad`` with ``--oaa`` or ``-t``, the starting weights and ``-i`` of terascale's model
@@ -131,9 +133,11 @@ def _memory() -> int:
         return 0
 
 
-def c_path(args: argparse.Namespace) -> str | None:
+def c_path(args: argparse.Namespace, audit: bool = False) -> str | None:
     """None where this ``terascale vw`` run (its flags after VW's defaults) learns in the
-    compiled core; else why it runs the numba pass."""
+    compiled core; else why it runs the numba pass. ``audit``: the caller prints
+    ``--audit``'s lines as the compiled learner learns (``_vwaudit.Audit``; where it does
+    not ask, ``--audit`` runs the numba pass, whose text ``_vwgen`` rewrites)."""
     fast = _fast()
     if fast is None:
         return "the compiled core is not built (or TERASCALE_NO_CEXT is set)"
@@ -151,7 +155,7 @@ def c_path(args: argparse.Namespace) -> str | None:
          "-t with --readable_model/--invert_hash"),
         (bool(oaa_off), oaa_off or ""),
         (args.bfgs is not None or args.cg is not None, "--bfgs/--conjugate_gradient"),
-        (args.audit, "--audit"),
+        (args.audit and not audit, "--audit"),
         (bool(getattr(args, "skip_bad", False)) and (args.oaa is not None or args.testonly),
          "--skip-bad with --oaa or -t"),
         (args.initial is not None and not _vw_model(args.initial),
@@ -600,7 +604,7 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     # -c) or starts from -i's model before its table, and says how many lines it skipped
     # there; here the first pass's table is held until the text is read
     held = io.StringIO() if out is not None and opts.skip_bad and (
-        opts.cache_root() != "" or model is not None) else None
+        (opts.cache_root() != "" and not args.audit) or model is not None) else None
     prog = Progress(held or out)
     prog.header()
     prog.restart()
@@ -613,7 +617,13 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     period = holdout_period(opts)
     prog.holdout = bool(period)
     reader = _Parser(parse, getattr(args, "vw_grams", None))
-    inputs = Inputs(paths, parse, opts.cache_root(), reader, _parsed)
+    audit = None
+    if args.audit:  # (each pass parses the text: VW's audit names the first pass's features)
+        from ._vwaudit import Audit
+
+        audit = Audit(parse, reader, _Parser)
+    inputs = Inputs(paths, parse, opts.cache_root() if audit is None else "",
+                    audit or reader, _parsed)
     writers = prediction_writers(args)
     # VW stops the passes on the holdout loss: the best pass's rows (those in use) kept
     stop = EarlyStop(opts.patience) if period and passes > 1 else None
@@ -625,7 +635,7 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     rate = f32(opts.learning_rate)  # VW's eta, times the decay after each pass
     # the later passes over a small input that report nothing: a compiled call for many
     replay: Replay | None = None
-    replays = passes > 1 and not (writers or binary)
+    replays = passes > 1 and not (writers or binary or audit is not None)
     run: _Pass | None = None  # (the last pass made here)
     p = 0  # the passes made
     with all_or_none(writers):
@@ -641,7 +651,9 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
                 if p > 0 and opts.decay_learning_rate != 1.0:
                     rate = f32(rate * f32(opts.decay_learning_rate))
                 run = _Pass(fast, opts, rate, table, state, prog, writers, how, period,
-                            args.raw_predictions is not None, p == 0, binary)
+                            args.raw_predictions is not None, p == 0, binary, audit=audit)
+                if audit is not None:
+                    audit.named = p == 0
                 tot = run.learn(inputs.chunks())
                 if p == 0:
                     replays = replays and not run.warn
@@ -696,7 +708,7 @@ class _Pass:
 
     def __init__(self, fast: Any, opts: Any, eta: float, table: Any, state: Any, prog: Any,
                  writers: list, how: str, period: int, raw: bool, first: bool, binary: bool,
-                 offset: int = 0) -> None:
+                 offset: int = 0, audit: Any = None) -> None:
         from .._losstable import _BY_SIGN, _CLIP, _CLIPS, HEADER_RANGE, loss_spec
         from .._online._progress import any_warned
 
@@ -719,6 +731,13 @@ class _Pass:
         # number in VW's count, where the progress table is printed (VW's logger is quiet
         # with it under --quiet)
         self.notes, self.cum_n = _NO_NOTES, _NO_COUNTS
+        # --audit's lines (_vwaudit.Audit): the examples learned one at a time, the table's
+        # rows read through a numpy view
+        self.audit = audit
+        self.rows = np.frombuffer(table, np.float32).reshape(-1, 3) if audit is not None \
+            else None
+        self.one = array("d", [0.0])
+        self.warned: Any = None  # (the chunk's labels warned of, audited)
 
     def _learn(self, b: tuple, hold: Any, start: int, end: int, pred: Any,
                acc: array) -> None:
@@ -727,10 +746,16 @@ class _Pass:
         seg = array("d", bytes(64))  # (the chunk's sums, the pass's; the kernel adds to VW's)
         opts, sums = self.opts, self.prog.sums
         before = array("d", sums) if self.binary and pred is not None else None
+        audit = self.audit if end > start else None  # (one example: learn's cut)
+        got = pred if pred is not None else self.one if audit is not None else _NONE
+        if audit is not None:
+            audit.before(b, start, self.rows, self.state)
         noted = self.fast.learn(b[0], b[1], b[2], b[3], b[4], start, end, self.table,
                                 self.state, self.kind, self.eta, opts.power_t, opts.l1,
-                                self.l2, seg, pred if pred is not None else _NONE,
-                                self.signs, self.clips, hold, sums, self.notes)
+                                self.l2, seg, got, self.signs, self.clips, hold, sums,
+                                self.notes)
+        if audit is not None:
+            audit.after(b, start, float(got[0]))
         if before is not None:  # (VW's 0/1 loss of the signs: numba's kernel)
             from .._online._progressive import zero_one
 
@@ -747,8 +772,9 @@ class _Pass:
 
             around = learner_notes(self.notes[start:end], self._numbers(b, hold, start, end))
             around = {start + i: lines for i, lines in around.items()}
-        if self.warn and (around or self.any_warned(memoryview(b[3])[start:end], opts.loss,
-                                                    self.binary)):
+        if self.warn and (around or (
+                self.any_warned(memoryview(b[3])[start:end], opts.loss, self.binary)
+                if self.warned is None else self.warned[start:end].any())):
             from .._online._progress import label_warnings  # (numpy: a line to print)
 
             label_warnings(np.asarray(b[3]), np.asarray(b[4]),
@@ -820,12 +846,19 @@ class _Pass:
             # progress table is printed (VW's logger is quiet with it under --quiet)
             self.notes = array("i", bytes(4 * n)) if lines else _NO_NOTES
             self.cum_n = cum_n
+            if self.warn and self.audit is not None:  # (a call an example otherwise)
+                from .._online._progress import warned_labels
+
+                self.warned = warned_labels(np.asarray(labels), loss=self.opts.loss,
+                                            binary=self.binary)
             start = 0
             while start < n:
                 end, at = n, -1
                 if lines:  # (one line an example at most, as VW checks after each one)
                     at = max(bisect_left(cum_w, nxt), start)
                     end = at + 1 if at < n else n
+                if self.audit is not None:
+                    end = start + 1
                 pred = None
                 if self.writers or self.binary:
                     end = min(end, start + _BLOCK)

@@ -308,8 +308,17 @@ def crossed_names(inters: Sequence[tuple[int, ...]],
                 cross(t, k + 1, j if same else 0, hh, nn)
 
     for t in inters:
-        if all(c in groups for c in t):
+        if not all(c in groups for c in t):
+            continue
+        if len(t) != 2:
             cross(t, 0, 0, 0, "")
+            continue
+        second = groups[t[1]]  # (a pair, the common case, without the recursion)
+        same = t[1] == t[0] and not permutations
+        for i, (h, name) in enumerate(groups[t[0]]):
+            h, name = (h * FNV_PRIME) & 0xFFFFFFFF, name + "*"
+            for hk, nk in second[i:] if same else second:
+                emit(h ^ hk, name + nk)
 
 
 def _checksum(lo: float, hi: float, bits: int, opts: str,

@@ -97,10 +97,9 @@ import sys
 from typing import Any
 
 from ..._lazy import lazy_module
+from . import dense_table
 
 np = lazy_module("numpy", globals(), "np")
-
-from . import dense_table
 
 __all__ = ["main", "train", "why_not"]
 
