@@ -569,19 +569,20 @@ def test_test_only_sums_the_losses_as_vw(numba_pass, tmp_path, capfd, monkeypatc
     assert float(re.findall(r"average loss = (\S+)", got)[0]) > 100  # (a large loss)
 
 
-@pytest.mark.parametrize("quiet", [["--quiet"], more([])])
-def test_test_only_readable_model_of_a_predict_only_model_is_vws(quiet, tmp_path, capfd,
-                                                                  monkeypatch):
+@pytest.mark.parametrize("quiet,form", [(["--quiet"], ["--predict_only_model"]),
+                                        more([], ["--predict_only_model"]),
+                                        (["--quiet"], [])])
+def test_test_only_readable_model_is_vws(quiet, form, tmp_path, capfd, monkeypatch):
     """-t -i MODEL --readable_model of a --predict_only_model model (no counters, no
-    sums): VW's text, the test run's counters (and where its table stopped) with each
-    nonzero weight alone; --invert_hash too."""
+    sums) or of a save_resume one: VW's text, the test run's counters (and where its table
+    stopped; t going on from the model's) with each nonzero weight alone; --invert_hash
+    too."""
     rng = np.random.default_rng(4)
     (tmp_path / "d.vw").write_text("".join(
         f"{'' if rng.random() < 0.1 else rng.choice(['-1', '1 2', '1 0.5'])} |a "
         f"f{rng.integers(9)} x:{rng.normal():.3f} |b k{rng.integers(5)}\n"
         for _ in range(150)))
-    run_vw(["-d", "d.vw", "-q", "ab", "-f", "m", "--predict_only_model", "--quiet"],
-           tmp_path)
+    run_vw(["-d", "d.vw", "-q", "ab", "-f", "m", *form, "--quiet"], tmp_path)
     for flag in ("--readable_model", "--invert_hash"):
         run_vw(["-d", "d.vw", "-t", "-i", "m", flag, "vw.txt", *quiet], tmp_path)
         code, err = run_ts(capfd, ["-d", "d.vw", "-t", "-i", "m", flag, "ts.txt", *quiet],
