@@ -190,7 +190,8 @@ def test_options_outside_the_linear_learner_are_refused_by_name(flag, words, tmp
 
 def test_standard_input_with_one_worker_and_with_two(tmp_path):
     """`-d -`, `-d /dev/stdin`, a pipe, and no -d at all (VW reads standard input then):
-    the stream is copied to a file once, so passes and workers each read their part of it."""
+    the stream is copied to a file once, so passes and workers each read their part of it;
+    a bad line's error names the stream, not the copy."""
     data = "\n".join(_lines(300, 9, _real)) + "\n"
     (tmp_path / "d.vw").write_text(data)
     run_vw(["-d", "d.vw", "-p", "vw.p", "--passes", "2", "-c", "-k"], tmp_path)
@@ -207,6 +208,10 @@ def test_standard_input_with_one_worker_and_with_two(tmp_path):
                            cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr
     assert "number of examples = 300" in r.stderr and (tmp_path / "m2").stat().st_size > 0
+    r = subprocess.run([*ts, "vw", "-n", "2"], input=data + "1 |a x:1:2\n", cwd=tmp_path,
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 2 and "stdin, line 301: a feature has more" in r.stderr, r.stderr
+    assert "terascale-stdin" not in r.stderr  # (the workers name the stream as -n 1 does)
     r = subprocess.run([*ts, "vw", "--cache_file", "c.cache", "--passes", "2"], input="",
                        cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--cache_file c.cache without -d" in r.stderr
