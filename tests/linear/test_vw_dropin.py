@@ -190,8 +190,7 @@ def test_options_outside_the_linear_learner_are_refused_by_name(flag, words, tmp
 
 def test_standard_input_with_one_worker_and_with_two(tmp_path):
     """`-d -`, `-d /dev/stdin`, a pipe, and no -d at all (VW reads standard input then):
-    the stream is copied to a file once, so passes and workers each read their part of it;
-    a bad line's error names the stream, not the copy."""
+    the stream is copied to a file once, so passes and workers each read their part of it."""
     data = "\n".join(_lines(300, 9, _real)) + "\n"
     (tmp_path / "d.vw").write_text(data)
     run_vw(["-d", "d.vw", "-p", "vw.p", "--passes", "2", "-c", "-k"], tmp_path)
@@ -208,13 +207,20 @@ def test_standard_input_with_one_worker_and_with_two(tmp_path):
                            cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr
     assert "number of examples = 300" in r.stderr and (tmp_path / "m2").stat().st_size > 0
-    r = subprocess.run([*ts, "vw", "-n", "2"], input=data + "1 |a x:1:2\n", cwd=tmp_path,
-                       capture_output=True, text=True, timeout=180)
-    assert r.returncode == 2 and "stdin, line 301: a feature has more" in r.stderr, r.stderr
-    assert "terascale-stdin" not in r.stderr  # (the workers name the stream as -n 1 does)
     r = subprocess.run([*ts, "vw", "--cache_file", "c.cache", "--passes", "2"], input="",
                        cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--cache_file c.cache without -d" in r.stderr
+
+
+@FULL  # (a job of two workers: ~2 s; test_worker_error_names_the_input_as_given in CI)
+def test_workers_error_on_standard_input_names_the_stream(tmp_path):
+    """-n 2 on standard input with a bad line: the workers' error names the stream (as -n 1
+    does), not its temporary copy."""
+    data = "\n".join(_lines(300, 9, _real)) + "\n1 |a x:1:2\n"
+    r = subprocess.run([sys.executable, "-m", "terascale", "vw", "-n", "2"], input=data,
+                       cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 2 and "stdin, line 301: a feature has more" in r.stderr, r.stderr
+    assert "terascale-stdin" not in r.stderr
 
 
 @pytest.mark.parametrize("flags", [["-b", "24", "-q", "ab"],
