@@ -212,6 +212,17 @@ def test_standard_input_with_one_worker_and_with_two(tmp_path):
     assert r.returncode == 2 and "--cache_file c.cache without -d" in r.stderr
 
 
+@FULL  # (a job of two workers: ~2 s; test_worker_error_names_the_input_as_given in CI)
+def test_workers_error_on_standard_input_names_the_stream(tmp_path):
+    """-n 2 on standard input with a bad line: the workers' error names the stream (as -n 1
+    does), not its temporary copy."""
+    data = "\n".join(_lines(300, 9, _real)) + "\n1 |a x:1:2\n"
+    r = subprocess.run([sys.executable, "-m", "terascale", "vw", "-n", "2"], input=data,
+                       cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 2 and "stdin, line 301: a feature has more" in r.stderr, r.stderr
+    assert "terascale-stdin" not in r.stderr
+
+
 @pytest.mark.parametrize("flags", [["-b", "24", "-q", "ab"],
                                    ["-b", "28", "--cubic", "abb", "--predict_only_model"],
                                    ["--loss_function", "logistic", "--noconstant",

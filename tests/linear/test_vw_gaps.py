@@ -484,17 +484,22 @@ def test_spelling_features_are_vws(flags, tmp_path, capfd, monkeypatch):
         assert (tmp_path / other).read_text() == (tmp_path / "want.p").read_text()
 
 
-@pytest.mark.parametrize("flags", [["--spelling", "b", "--affix", "-1c", "-q", "bc"],
-                                   more(["--ngram", "b2"]), more([])])
-def test_string_values_under_a_scale_and_two_generated_namespaces_are_vws(flags, tmp_path,
-                                                                        capfd, monkeypatch):
+@pytest.mark.parametrize(("flags", "empty"), [
+    (["--spelling", "b", "--affix", "-1c", "-q", "bc"], []), more(["--ngram", "b2"], []),
+    more([], []), (["-q", "bc"], ["e:", "g: 2", "h: w", "k:|u"])])
+def test_string_values_under_a_scale_and_two_generated_namespaces_are_vws(
+        flags, empty, tmp_path, capfd, monkeypatch):
     """A string value (``color:red``) is 1 whatever its namespace's scale, as VW's; the
-    spelling and affix namespaces are two (listed where VW lists them): VW's predictions
-    to the bit."""
+    spelling and affix namespaces are two (listed where VW lists them); a value left
+    empty (``e:``) is read on past as VW reads it (``e`` at the line's end, the number
+    after the blanks, else the word after them, ``|`` included, as a string value): VW's
+    predictions to the bit."""
     rng = np.random.default_rng(7)
     lines = [f"{rng.choice(['1', '-1'])} |b:0.5 "
-             + " ".join(rng.choice(["color:red", "color:blue", "x:2", "Cd", "y3"], 3))
+             + " ".join(rng.choice(["color:red", "color:blue", "x:2", "Cd", "y3", *empty], 3))
              + f" |c {rng.choice(['wq', 'v', 'uu'])} v" for _ in range(200)]
+    if empty:  # (and at the line's end)
+        lines[::7] = [ln + " e:" for ln in lines[::7]]
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
     run_vw(["-d", "d.vw", *flags, "-p", "vw.p", "--quiet"], tmp_path)
     code, err = run_ts(capfd, ["-d", "d.vw", *flags, "-p", "ts.p", "--quiet"], tmp_path,
@@ -589,19 +594,20 @@ def test_test_only_sums_the_losses_as_vw(numba_pass, tmp_path, capfd, monkeypatc
     assert float(re.findall(r"average loss = (\S+)", got)[0]) > 100  # (a large loss)
 
 
-@pytest.mark.parametrize("quiet", [["--quiet"], more([])])
-def test_test_only_readable_model_of_a_predict_only_model_is_vws(quiet, tmp_path, capfd,
-                                                                  monkeypatch):
+@pytest.mark.parametrize("quiet,form", [(["--quiet"], ["--predict_only_model"]),
+                                        more([], ["--predict_only_model"]),
+                                        (["--quiet"], [])])
+def test_test_only_readable_model_is_vws(quiet, form, tmp_path, capfd, monkeypatch):
     """-t -i MODEL --readable_model of a --predict_only_model model (no counters, no
-    sums): VW's text, the test run's counters (and where its table stopped) with each
-    nonzero weight alone; --invert_hash too."""
+    sums) or of a save_resume one: VW's text, the test run's counters (and where its table
+    stopped; t going on from the model's) with each nonzero weight alone; --invert_hash
+    too."""
     rng = np.random.default_rng(4)
     (tmp_path / "d.vw").write_text("".join(
         f"{'' if rng.random() < 0.1 else rng.choice(['-1', '1 2', '1 0.5'])} |a "
         f"f{rng.integers(9)} x:{rng.normal():.3f} |b k{rng.integers(5)}\n"
         for _ in range(150)))
-    run_vw(["-d", "d.vw", "-q", "ab", "-f", "m", "--predict_only_model", "--quiet"],
-           tmp_path)
+    run_vw(["-d", "d.vw", "-q", "ab", "-f", "m", *form, "--quiet"], tmp_path)
     for flag in ("--readable_model", "--invert_hash"):
         run_vw(["-d", "d.vw", "-t", "-i", "m", flag, "vw.txt", *quiet], tmp_path)
         code, err = run_ts(capfd, ["-d", "d.vw", "-t", "-i", "m", flag, "ts.txt", *quiet],

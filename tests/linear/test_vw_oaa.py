@@ -587,3 +587,48 @@ def test_oaa_label_word_with_no_integer_is_read_as_vw_and_ends_the_input(
     assert _table_on(err) == _table_on(vw.stderr)
     _same(tmp_path, ("p", "r"))
     assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+
+
+@pytest.mark.parametrize(("numba", "flags"), [(False, []), more(True, []),
+                                              more(False, ["--passes", "2", "-c", "-k"])])
+def test_oaa_weight_word_that_is_no_number_is_read_as_vw(numba, flags, tmp_path, capfd,
+                                                         monkeypatch):
+    """An importance weight word that is no number (``2 id7``: an id left unquoted): VW
+    warns (``'id7' is not a good float, replacing with 0``, on its first pass) and reads
+    the weight as 0; terascale vw too, compiled or the numba pass: VW's standard output,
+    table, closing block, -p and model."""
+    if numba:
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    lines = _classes(60, 3, 31, unlabelled=0.0)
+    for i in (3, 17, 40):
+        lines[i] = lines[i][0] + f" id{i}" + lines[i][lines[i].index(" '"):]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+
+    def args(tool):
+        return ["-d", "d.vw", "--oaa", "3", *flags, "-p", f"{tool}.p", "-f", f"{tool}.m"]
+
+    vw = subprocess.run([sys.executable, "-m", "vowpalwabbit", *args("vw")], cwd=tmp_path,
+                        capture_output=True, text=True, timeout=120)
+    assert vw.returncode == 0 and "'id17' is not a good float" in vw.stdout, vw.stderr
+    from terascale.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    capfd.readouterr()
+    assert main(["vw", *args("ts")]) == 0
+    out, err = capfd.readouterr()
+    assert sorted(out.splitlines()) == sorted(vw.stdout.splitlines())
+    assert _table_on(err) == _table_on(vw.stderr)
+    _same(tmp_path, ("p",))
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+
+
+def test_oaa_bad_line_before_where_vw_stops_names_the_users_file(tmp_path, capfd,
+                                                                 monkeypatch):
+    """Where VW's multiclass parser stops early, terascale reads a copy of the input up to
+    there: an error on a line before it names the user's file and line, not the copy."""
+    (tmp_path / "d.vw").write_text("1 |a x\n2 -1 |a y\n3 1 2 |a z\n")
+    code, err = run_ts(capfd, ["-d", "d.vw", "--oaa", "3", "--quiet"], tmp_path,
+                       monkeypatch)
+    assert code == 2
+    assert "d.vw, line 2: an importance weight is negative" in err, err
+    assert "mended" not in err

@@ -400,3 +400,24 @@ def _counters(out: str) -> list[str]:
     keys = ("number of examples", "passes used", "weighted example sum",
             "weighted label sum", "total feature number")
     return [ln for ln in out.splitlines() if ln.startswith(keys)]
+
+
+def test_worker_error_names_the_input_as_given(capfd, monkeypatch):
+    """A worker's error on a line of a copy of an input (standard input's, a rewritten
+    one) names the input as given, as -n 1's does (the whole job:
+    test_vw_dropin.test_workers_error_on_standard_input_names_the_stream)."""
+    import json
+
+    from terascale._errors import DataError
+    from terascale.linear._front._worker import run_worker
+    from terascale.linear._vw._vwgen import INPUTS
+
+    monkeypatch.setitem(INPUTS, "/tmp/terascale-stdin-x.vw", "stdin")
+
+    def fail(job):
+        raise DataError("/tmp/terascale-stdin-x.vw, line 3: a feature value is not a number")
+
+    capfd.readouterr()
+    assert run_worker(fail, [json.dumps({})], prog="terascale vw") == 2
+    assert capfd.readouterr().err == ("terascale vw: error: stdin, line 3: a feature value "
+                                      "is not a number\n")

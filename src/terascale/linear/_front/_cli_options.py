@@ -70,9 +70,9 @@ def train_options(args: argparse.Namespace) -> dict[str, Any]:
             "leave_duplicates": args.leave_duplicate_interactions,
             "label": args.label, "categorical": cols(args.categorical),
             "ignore": ignore, "skip_bad": args.skip_bad,
-            # terascale vw's: VW's reading of a label section it warns of (not --oaa's)
-            **({"lenient_labels": True} if getattr(args, "vw_mode", False)
-               and getattr(args, "oaa", None) is None else {}),
+            # terascale vw's: VW's reading of a label section it warns of (--oaa's
+            # importance weight too; its label words are _oaa._first_malformed's)
+            **({"lenient_labels": True} if getattr(args, "vw_mode", False) else {}),
             "loss": args.loss or "logistic", "quantile_tau": args.quantile_tau,
             "expectile_q": args.expectile_q,
             "learning_rate": args.learning_rate, "power_t": args.power_t,

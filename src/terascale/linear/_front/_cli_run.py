@@ -733,9 +733,9 @@ def _write_unchanged(args: argparse.Namespace, model: Any, paths: list[str],
     """-t with -f, --readable_model or --invert_hash: VW writes the model it tested with
     (nothing learned), so that ``-t -i A -f B`` converts a model; here, too. ``run``:
     the test run's sums (a row of ``pass_totals``) and where its table stopped
-    (:func:`.._vw._vwmodel.run_counters`): the text of a VW model read in its
-    ``--predict_only_model`` form (no counters, no sums) is then VW's, the test run's
-    counters with each nonzero weight alone."""
+    (:func:`.._vw._vwmodel.run_counters`): the text of a VW model (either form) is then
+    VW's, the test run's counters (``t`` going on from a save_resume model's) with each
+    nonzero weight alone."""
     from .._vw._vwmodel import run_generation, save_model
 
     if run_generation(args):
@@ -744,14 +744,14 @@ def _write_unchanged(args: argparse.Namespace, model: Any, paths: list[str],
         fmt = _model_format(args)
         save_model(model, args.model, fmt["model_format"], predict_only=fmt["predict_only"])
     predict_only = bool(getattr(args, "predict_only_model", False))
-    bare = (run is not None and not predict_only and model.adaptive is not None
-            and model.info.get("vw_counters") == {})
-    if bare:  # (VW's counters of the test run, its one pass)
+    bare = run is not None and not predict_only and model.adaptive is not None
+    if bare:  # (VW's counters of the test run, its one pass; its t goes on from the model's)
         import copy
 
         model = copy.copy(model)
+        t0 = float((model.info.get("vw_counters") or {}).get("t", 0.0))
         model.info = {**model.info, "pass_totals": [run[0]], "vw_progress": run[1],
-                      "vw_current_pass": 1}
+                      "vw_current_pass": 1, "vw_t0": t0}
     if getattr(args, "readable_model", None):
         from .._vw._vwtext import write_readable
 

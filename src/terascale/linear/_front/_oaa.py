@@ -426,7 +426,7 @@ def _numbered(paths: list[str], k_classes: int, names: list[str], out_dir: str,
     table = {n: c for c, n in enumerate(names, 1)}
     out = []
     for n, path in enumerate(paths):
-        name = os.path.join(out_dir, f"numbered-{n}.vw")
+        name = _copy_of(path, os.path.join(out_dir, f"numbered-{n}.vw"))
         with _open_text(path) as f, open(name, "w", encoding="utf-8",
                                           errors="surrogateescape") as o:
             lines: list[str] = []
@@ -451,6 +451,15 @@ def _as_given(error: DataError) -> DataError:
     from .._vw._vwgen import as_given
 
     return DataError(as_given(str(error)))
+
+
+def _copy_of(path: str, name: str) -> str:
+    """``name``, a copy of the input ``path`` line for line, which an error on one of its
+    lines names as ``path`` (``_vwgen.as_given``)."""
+    from .._vw._vwgen import INPUTS
+
+    INPUTS[name] = path
+    return name
 
 
 def _unsigned(labels: np.ndarray) -> np.ndarray:
@@ -491,11 +500,11 @@ def _until_malformed(blocks: Iterator[Any], job: dict[str, Any], refuse: bool,
             seen += n
             yield blk
             continue
-        if not quiet:
-            print(malformed_note(bad), flush=True)
         stopped.append(True)
         if before > seen:
             yield _head(blk, before - seen)
+        if not quiet:  # (after the lines of the examples before it)
+            print(malformed_note(bad), flush=True)
         return
 
 
@@ -524,6 +533,15 @@ def malformed_note(bad: tuple[str, int, str, int, int]) -> str:
             f"Malformed example: label has trailing character(s): {_after_int(word)}")
 
 
+def parse_notes(index: _Indexing, notes: Sequence[str] | None, p: int
+                ) -> list[tuple[int, str]]:
+    """A block's lines on standard output: the parser's on its label sections (VW's
+    warning on an importance weight that is no number, read as 0; on the first pass, as
+    VW prints them while it parses), then ``index``'s on its labels."""
+    said = [(0, n) for n in notes] if notes and p == 0 and index.say else []
+    return said + index.notes
+
+
 def _reads_no_int(word: str) -> bool:
     """Whether C's ``strtol`` reads no integer at the start of ``word``."""
     return re.match(r"\s*[-+]?\d", word) is None
@@ -539,7 +557,7 @@ def _mended(paths: list[str], bad: tuple[str, int, str, int, int],
     out: list[str] = []
     left = bad[1]  # (the lines before it, every file's, empty ones too)
     for n, path in enumerate(paths):
-        name = os.path.join(out_dir, f"mended-{n}.vw")
+        name = _copy_of(path, os.path.join(out_dir, f"mended-{n}.vw"))
         out.append(name)
         with open(path, "rb") as f:
             gz = f.read(2) == b"\x1f\x8b"
@@ -1011,7 +1029,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
             probs = (_probabilities(s) if probabilities
                      else s.astype(np.float32) if scores else None)
             table.block(p, labels[0], pred, blk.weights, sc.hold,
-                        blk.counted(0, len(blk.labels)), probs, after, index.notes)
+                        blk.counted(0, len(blk.labels)), probs, after,
+                        parse_notes(index, blk.notes, p))
             index.notes = []
             if write is not None:
                 write(blk, s, pred, before, after, probs)

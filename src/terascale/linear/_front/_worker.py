@@ -137,9 +137,12 @@ def run_worker(run: Callable[[dict[str, Any]], object], argv: list[str],
                prog: str | None = None) -> int:
     """``run`` on the job given as one JSON argument; a user error (bad data, options) is
     one line on stderr, exit 2, as with ``-n 1``, instead of a traceback from every
-    worker, starting with the command's name (``prog``, else the job's ``"prog"``)."""
+    worker, starting with the command's name (``prog``, else the job's ``"prog"``), and
+    naming a copy of an input (standard input's, a rewritten one) as the input, as
+    ``-n 1`` does."""
     from ..._errors import TerascaleError
     from .._names import cli_names
+    from .._vw._vwgen import as_given
 
     job = json.loads(argv[0])
     try:
@@ -147,7 +150,7 @@ def run_worker(run: Callable[[dict[str, Any]], object], argv: list[str],
             run(job)
     except TerascaleError as e:
         name = prog or (job.get("prog") if isinstance(job, dict) else None)
-        print(f"{name or 'terascale linear'}: error: {e}", file=sys.stderr)
+        print(f"{name or 'terascale linear'}: error: {as_given(str(e))}", file=sys.stderr)
         return 2
     return 0
 

@@ -256,8 +256,6 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
             indptr, labels, weights = b[0], b[3], b[4]
             n = len(labels)
             if bad is not None and seen + n > bad[4]:
-                if not quiet:
-                    print(malformed_note(bad), flush=True)
                 stopped, n = True, bad[4] - seen
             hold = holdout(seen, n, b[8]) if period else np.zeros(n, np.bool_)
             seen += n
@@ -265,7 +263,9 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
                 _block(fast, b, n, p, hold, learners, index, table, job, test, opts, kind,
                        float(rate), l2, how, clips, out, raw, names)
             del b, indptr, labels, weights  # (before the next chunk's parse: _parsed)
-            if stopped:  # (VW's run ends where its parser stopped)
+            if stopped:  # (VW's run ends where its parser stopped, its error after the
+                if not quiet:  # lines of the examples before it)
+                    print(malformed_note(bad), flush=True)
                 break
         if stopped:
             break
@@ -396,7 +396,7 @@ def _block(fast: Any, b: tuple, n: int, p: int, hold: np.ndarray, learners: _Lea
     """Pass ``p`` over the first ``n`` examples of parsed chunk ``b`` (``hold``: those
     held out, scored and not learned from): the K learners' scores and updates, the
     progress table's block, ``-p`` and ``-r``."""
-    from .._front._oaa import _probabilities, _raw_line, _unsigned, signs
+    from .._front._oaa import _probabilities, _raw_line, _unsigned, parse_notes, signs
     from .._losstable import _BY_SIGN
     from ._vwout import link
 
@@ -422,7 +422,8 @@ def _block(fast: Any, b: tuple, n: int, p: int, hold: np.ndarray, learners: _Lea
     feats = np.diff(indptr[:n + 1])
     if b[9] is not None:  # (--ignore_linear's features: VW counts them)
         feats = feats + b[9][:n]
-    table.block(p, lab, pred, weights[:n], hold, feats, probs, after, index.notes)
+    table.block(p, lab, pred, weights[:n], hold, feats, probs, after,
+                parse_notes(index, b[7], p))
     index.notes = []
     if out is not None:
         out.write(_p_lines(fast, b, probs, pred, after, names))

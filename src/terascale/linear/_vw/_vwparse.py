@@ -71,6 +71,38 @@ def _text_value(buf: np.ndarray, s: int, e: int) -> bool:
 
 
 @numba.njit(cache=True)
+def _past_empty_value(buf: np.ndarray, p: int, n: int) -> tuple[int, float, int, int]:
+    """A feature written ``name:`` with nothing after the ':' (``p``: the byte after it)
+    as VW 9's parser reads on past it: (kind, value, end of the value's text, where the
+    line reads on; the text starts at ``p``'s first non-blank). Kind 0: a number (the
+    name's feature with the number after the blanks, ``y: 3``; 0, dropped, where only
+    blanks end the line); 1: a string value, the word after the blanks up to the next
+    blank, ``|`` and ``:`` included (``y: w`` is ``y^w``, ``y:|b`` is ``y^|b``), or none
+    at the line's end (``y:``: the name alone, value 1); 2: none VW reads as either (a
+    word that starts as a number and is none, ``y: 3a``)."""
+    le = p
+    while le < n and buf[le] != 10:
+        le += 1
+    if le > p and buf[le - 1] == 13:  # (VW drops the line's last CR)
+        le -= 1
+    if p >= le:
+        return 1, 1.0, p, p
+    j = p
+    while j < le and (buf[j] == 32 or buf[j] == 9):
+        j += 1
+    if j >= le:
+        return 0, 0.0, j, j
+    k = j
+    while k < le and not _is_space(buf[k]):
+        k += 1
+    if j > p:
+        v, ok = read_float32(buf, j, k)
+        if ok:
+            return 0, v, k, k
+    return (1 if _text_value(buf, j, k) else 2), 1.0, k, k
+
+
+@numba.njit(cache=True)
 def _hex_digit(c: int) -> int:
     if 48 <= c <= 57:
         return c - 48
@@ -354,14 +386,24 @@ def _features(buf: np.ndarray, bar: int, n: int, mask: int, ignore: np.ndarray,
         fv = 1.0
         name_e = te
         text = False  # a string value (name:text, VW 9's chain hash)
+        vs, ve = colon + 1, te  # (its text)
         if colon >= ts:
             name_e = colon
-            fv, ok = read_float32(buf, colon + 1, te)
-            if not ok:
-                if colon == ts or not _text_value(buf, colon + 1, te):
+            if colon + 1 == te and colon > ts:  # name: with nothing after the ':'
+                how, fv, ve, i = _past_empty_value(buf, te, n)
+                if how == 2:
                     err = 4
                     break
-                fv, text = 1.0, True
+                text = how == 1
+                while vs < ve and _is_space(buf[vs]):
+                    vs += 1
+            else:
+                fv, ok = read_float32(buf, colon + 1, te)
+                if not ok:
+                    if colon == ts or not _text_value(buf, colon + 1, te):
+                        err = 4
+                        break
+                    fv, text = 1.0, True
         # VW: namespace scale times value, in float; a string value is 1, unscaled
         v32 = np.float32(1.0) if text else scale * np.float32(fv)
         # an anonymous feature (:v) is the namespace hash plus its running count in this
@@ -380,8 +422,8 @@ def _features(buf: np.ndarray, bar: int, n: int, mask: int, ignore: np.ndarray,
                 h = murmur3_32_nb(buf, ts, name_e, ns_hash)
             else:
                 h = hashstring_nb(buf, ts, name_e, ns_hash)
-            if text:  # VW: the value's hash, seeded with the name's
-                h = hashstring_nb(buf, colon + 1, te, h)
+            if text and ve > vs:  # VW: the value's hash, seeded with the name's
+                h = hashstring_nb(buf, vs, ve, h)
         indices[nnz] = h & mask
         values[nnz] = v32
         nsch[nnz] = ns_c
