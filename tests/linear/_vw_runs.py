@@ -107,14 +107,17 @@ def run_ok(cmd: list[str], cwd, env: dict | None = None) -> str:
 
 def vw_in_one_process(runs: list[list[str]], cwd) -> list[str]:
     """``terascale vw ARGS`` for each ARGS of ``runs``, in turn, in one fresh interpreter
-    in ``cwd`` (each must exit 0); returns the numba and llvmlite modules it imported."""
+    in ``cwd`` (each must exit 0); returns the numba and llvmlite modules it imported,
+    and the inputs ``_vwgen`` rewrote in Python (the features the compiled parser makes
+    are not rewritten)."""
     code = ("import ast, runpy, sys\n"
             f"for line in ast.literal_eval({str(runs)!r}):\n"
             "    sys.argv = ['terascale', 'vw', *line]\n"
             "    try:\n        runpy.run_module('terascale', run_name='__main__')\n"
             "    except SystemExit as e:\n        assert not e.code, e.code\n"
+            "gen = sys.modules.get('terascale.linear._vw._vwgen')\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('numba', 'llvmlite')))\n")
+            "('numba', 'llvmlite')) + sorted(gen.INPUTS.values() if gen else []))\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr

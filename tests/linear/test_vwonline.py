@@ -753,18 +753,18 @@ def test_the_compiled_parsers_rules_are_the_rewrites_bits(flags):
     ["--oaa", "3", "--feature_limit", "b1", "-q", "tb", "--hash", "all"],
     more(["--oaa", "3", "--sort_features"])])
 def test_the_compiled_parsers_rules_are_vws(tmp_path, args):
-    """The compiled path's predictions and model with those flags are VW's (no numba
-    imported: the text is not rewritten; but for --oaa with --feature_limit or
-    --sort_features, which the rewrite takes)."""
+    """The compiled path's predictions, model and ``--invert_hash`` with those flags are
+    VW's (no numba imported: the text is not rewritten); with --oaa K, sorted and limited
+    by VW's -b bits of each index, not the learners' b - log2 K."""
     classes = int(args[args.index("--oaa") + 1]) if "--oaa" in args else 0
-    rewritten = bool(classes) and bool({"--feature_limit", "--sort_features"} & set(args))
     (tmp_path / "d.vw").write_text("\n".join(_words(300, len(args), classes)) + "\n")
-    outs = ["-p", "{}.p", "--readable_model", "{}.rm", "-f", "{}.m", "--quiet"]
+    named = ["--invert_hash", "{}.ih"] if "-c" not in args else []  # (VW: one pass only)
+    outs = ["-p", "{}.p", "--readable_model", "{}.rm", *named, "-f", "{}.m", "--quiet"]
     run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", *args,
             *(o.format("vw") for o in outs)], tmp_path)
-    assert bool(vw_in_one_process([["-d", "d.vw", *args, *(o.format("ts") for o in outs)]],
-                                  tmp_path)) == rewritten
-    for f in ("p", "rm"):
+    assert not vw_in_one_process([["-d", "d.vw", *args, *(o.format("ts") for o in outs)]],
+                                 tmp_path)
+    for f in ("p", "rm", "ih")[:3 if named else 2]:
         assert (tmp_path / f"ts.{f}").read_bytes() == (tmp_path / f"vw.{f}").read_bytes()
     assert _body((tmp_path / "ts.m").read_bytes()) == _body((tmp_path / "vw.m").read_bytes())
 

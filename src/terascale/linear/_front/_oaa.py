@@ -1176,6 +1176,7 @@ def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int,
     ``bare``: each nonzero weight without its sums (VW's text after a ``-t`` run)."""
     from types import SimpleNamespace
 
+    from .._vw._vwgen import FeatureGen
     from .._vw._vwtext import feature_names, write_readable
 
     shift = (k - 1).bit_length()
@@ -1190,7 +1191,8 @@ def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int,
                        options=extra, bare=bare)
     if job.get("invert"):
         base = feature_names(job["paths"], SimpleNamespace(
-            parse=parse, indices=_features(model.indices, shift)))
+            parse=parse, indices=_features(model.indices, shift)),
+            FeatureGen.from_job(job.get("grams")))
         names = {(h << shift) + c: f"{n}[{c}]" if c else n
                  for h, n in base.items() for c in range(k)}
         write_readable(model, job["invert"], names, counters=not only, predict_only=only,

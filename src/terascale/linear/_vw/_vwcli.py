@@ -745,12 +745,7 @@ def _generate(args: argparse.Namespace) -> None:
                                               *args.interactions))):
         raise ConfigError("--affix with --ignore/--keep/--ignore_linear or a ':' wildcard "
                           "interaction is not supported by terascale vw")
-    # (--invert_hash names the rules' features from the rewritten text; -n N rewrites them;
-    # so does --oaa with --feature_limit/--sort_features, whose order the compiled parser
-    # takes from the K learners' indices, not VW's)
-    rules = gen.parser_rules and not args.invert_hash and args.nprocs == 1 and not (
-        args.oaa is not None and (gen.limit or gen.sort))
-    if (gen.parser_made or rules) and not (args.plain_rule or args.save_per_pass):
+    if (gen.parser_made or gen.parser_rules) and not (args.plain_rule or args.save_per_pass):
         from ._vwonline import c_path
 
         if c_path(args) is None:  # the compiled parser makes them, line by line

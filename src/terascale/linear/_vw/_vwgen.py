@@ -30,12 +30,13 @@ the features whose index is not in the mask's set of nonzero weights: the same e
 for the learner, without a branch on its hot path.
 
 Here these run as one text-to-text step in front of terascale's parser, only when one of
-these flags is given (on a run the compiled learner takes, ``-t -i`` included, its parser
-makes ``--ngram``/``--skips`` and ``--spelling`` without the others
-(:attr:`FeatureGen.parser_made`, ``-n N`` included), and, on one worker,
-``--redefine``, ``--feature_limit``, ``--hash_seed``, ``--hash all``, ``--sort_features``
-and ``--affix`` from :meth:`FeatureGen.spec` (:attr:`FeatureGen.parser_rules`) instead,
-``_vwonline``: this rewrite, in Python, takes 20-100x VW's CPU time): each line is
+these flags is given (on a run the compiled learner takes, ``-t -i``, ``-n N`` and
+``--oaa K`` included, its parser makes ``--ngram``/``--skips`` and ``--spelling`` without
+the others (:attr:`FeatureGen.parser_made`), and ``--redefine``, ``--feature_limit``,
+``--hash_seed``, ``--hash all``, ``--sort_features`` and ``--affix`` from
+:meth:`FeatureGen.spec` (:attr:`FeatureGen.parser_rules`) instead, ``_vwonline``, and
+``--invert_hash`` names them by :meth:`FeatureGen.line` read again: this rewrite, in
+Python, takes 20-100x VW's CPU time): each line is
 rewritten with every feature named by its final hash (an
 all-digit name ``D`` in namespace ``c`` hashes to ``D + hash(c)``, as VW's ``hashstring``
 does), under the namespace letter it ends in. The parser then adds the constant and the

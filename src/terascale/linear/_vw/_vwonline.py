@@ -29,7 +29,10 @@ parsed so, its errors quoting the line as given. So are ``--redefine``,
 (``_vwgen.FeatureGen.parser_rules``: the parser files a namespace under its redefined
 letter, hashes its names with the seed, or all with murmur3, sorts each namespace's
 features, keeping the first of each index up to its limit, and adds each named feature's
-affixes, listed as the spelling namespace is). ``--skip-bad`` runs here too
+affixes, listed as the spelling namespace is; with ``--oaa K``, sorted by VW's ``-b`` bits
+of each index, then kept to the learners' b - log2 K), ``-n N`` and ``--invert_hash``
+(the features named as ``_vwgen`` names them, from the input read again) included.
+``--skip-bad`` runs here too
 (without ``--oaa`` or ``-t``): a line the compiled parser declines is read alone by the
 numba parser, which skips and counts a bad one (``_Parser.skipped``), and the count is
 printed where the numba pass prints it. On 200k lines of 20-50 Zipf words in
@@ -262,6 +265,11 @@ class _Parser:
         # all and --sort_features (gen.parser_rules) as its spec; text it declines is
         # rewritten by gen
         self.gen, self.plain = gen, None
+        # the mask the parser hashes under: -b's, where --oaa K's learners take b - log2 K
+        # bits of each index but VW sorts (--sort_features, --feature_limit) by all b of
+        # them, as the rewrite does (the learners' bits then kept: the indices' low bits,
+        # the interactions' and n-grams' too, as products and sums of them)
+        self.mask = opts.mask
         grams: Any = None
         spell: Any = None
         rules: Any = None  # (_vwgen.FeatureGen.spec: --redefine, --feature_limit, ...)
@@ -281,6 +289,8 @@ class _Parser:
                 grams = np.clip(np.array(n + k), 0, 255).astype(np.uint8)
             if gen.parser_rules:
                 rules = gen.spec()
+                if (gen.limit or gen.sort) and gen.bits > opts.bits:
+                    self.mask = (1 << gen.bits) - 1
             self.plain = _Parser(opts)
         # the parser's optional arguments after --ignore's flags, up to the last one given
         # (those before it empty: none): --ngram's, --ignore_linear's (and the counts'
@@ -350,7 +360,7 @@ class _Parser:
             ignored = (np.empty(ncap, np.int64),) if self.off else ()
             extra = [(ignored[0] if self.off else _NO_COUNTS) if k == 2 else
                      b"" if a is None else a for k, a in enumerate(self.tail)]
-            status, nex, nnz, ntag = fast.parse(buf, self.opts.mask, self.opts.constant,
+            status, nex, nnz, ntag = fast.parse(buf, self.mask, self.opts.constant,
                                                 indptr, indices, values, labels, weights,
                                                 tag_ptr, tag_blob, self.table, rows, width,
                                                 self.drop, *extra)
@@ -364,6 +374,8 @@ class _Parser:
                 self.per /= 2
         # (a declined line's features written before it was declined are not the examples')
         nnz, ntag = int(indptr[nex]), int(tag_ptr[nex])
+        if self.mask != self.opts.mask:
+            indices[:nnz] &= np.uint32(self.opts.mask)
         counts = ignored[0][:nex] if ignored and ignored[0][:nex].any() else None
         return status, (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex],
                         weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag], None, None, counts)
@@ -872,7 +884,8 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
     if args.readable_model:
         write_readable(model, args.readable_model, predict_only=predict_only)
     if args.invert_hash:
-        write_readable(model, args.invert_hash, feature_names(paths or [], model),
+        write_readable(model, args.invert_hash,
+                       feature_names(paths or [], model, getattr(args, "vw_grams", None)),
                        predict_only=predict_only)
 
 
