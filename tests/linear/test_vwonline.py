@@ -611,7 +611,7 @@ def _args(line: list[str]) -> argparse.Namespace:
 @built
 @pytest.mark.parametrize(("line", "why"), [
     (["-n", "2", "--average-every", "100"], "-n N with --average"),
-    (["--oaa", "3", "-n", "2", "--max_prediction", "2"], "-n N with -i"),  # (its range)
+    (["--oaa", "3", "-n", "2", "--initial_t", "2"], "-n N with -i"),  # (its sums)
     (["--oaa", "3", "-i", "m", "--preserve_performance_counters"], "--oaa -i with"),
     (["--oaa", "3", "-t", "-i", "m", "-f", "m2"], "-t with -f"),
     (["--loss_function", "expectile", "--expectile_q", "0.3"], "--loss_function expectile"),

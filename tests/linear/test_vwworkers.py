@@ -175,6 +175,10 @@ OAA = [
     more(["--oaa", "4", "-n", "3", "--passes", "5", "--early_terminate", "1", "-q", "ab",
           "--loss_function", "logistic", "--l1", "1e-5"]),
     more(["--oaa", "4", "-n", "2", "--predict_only_model", "--link", "logistic"]),
+    # (each worker's learners start from the fixed range, as one worker's)
+    ["--oaa", "4", "-n", "2", "--min_prediction", "-0.5", "--max_prediction", "0.8"],
+    more(["--oaa", "3", "-n", "3", "--max_prediction", "0.3", "--passes", "2",
+          "--loss_function", "logistic"]),
 ]
 
 
