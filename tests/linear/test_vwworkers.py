@@ -85,7 +85,7 @@ CASES = [
              "--l1", "1e-4"]),
     # the n-grams, skip-grams and spellings made by each worker's compiled parser (a whole
     # file a worker: the numba pass cuts a file's byte ranges in its rewritten copy)
-    (2, ["-n", "2", "--ngram", "a2", "--skips", "a1", "--spelling", "b"]),
+    (2, ["-n", "2", "--ngram", "a2", "--skips", "a1", "--spelling", "b", "--invert_hash", "ih"]),
     more(3, ["-n", "3", "--ngram", "2", "--passes", "2", "-c", "-q", "ac"]),
     # --redefine, --feature_limit, --hash_seed, --hash all, --sort_features and --affix: the
     # same (their --invert_hash names read from the input as given)

@@ -62,7 +62,7 @@ the linear ones, counted in the table as VW counts them: ``Dataset.ignored``).
 format, ``-t`` without ``-i`` or with ``-f`` or ``--holdout_after``,
 ``--preserve_performance_counters`` with passes or ``--holdout_after``, the ``--oaa``
 runs :func:`._vwoaafast.why_not` declines, terascale's model format, ``-t`` with
-``--readable_model``/``--invert_hash``, ``--invert_hash`` or ``--ignore_linear`` with
+``--readable_model``/``--invert_hash``, ``--ignore_linear`` with
 ``--ngram``/``--skips``/``--spelling``, ``-t`` with ``--ignore_linear``, expectile loss,
 ``.zip`` input, ``-b`` above 24 or a table over half the memory) runs the numba pass, which covers every
 option. Text outside the compiled parser's subset is parsed by the numba parser, a line
@@ -149,8 +149,6 @@ def c_path(args: argparse.Namespace) -> str | None:
          "-i of terascale's model format (or starting weights)"),
         (args.format != "vw", "--format"),
         (args.model_format not in (None, "vw"), "terascale's model format"),
-        (bool(args.invert_hash and made), "--invert_hash with --ngram/--skips/--spelling"),
-        # (named from the text the rewrite makes)
         (bool(args.ignore_linear and made), "--ignore_linear with --ngram/--skips/--spelling"),
         (not _covered(args.loss, fast) and not (args.testonly and args.loss is None),
          f"--loss_function {args.loss}"),
