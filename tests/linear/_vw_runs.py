@@ -109,14 +109,16 @@ def vw_in_one_process(runs: list[list[str]], cwd,
                       roots: tuple[str, ...] = ("numba", "llvmlite")) -> list[str]:
     """``terascale vw ARGS`` for each ARGS of ``runs``, in turn, in one fresh interpreter
     in ``cwd`` (each must exit 0); returns the modules under ``roots`` it imported (numba
-    and llvmlite's by default)."""
+    and llvmlite's by default), and the inputs ``_vwgen`` rewrote in Python (the
+    features the compiled parser makes are not rewritten)."""
     code = ("import ast, runpy, sys\n"
             f"for line in ast.literal_eval({str(runs)!r}):\n"
             "    sys.argv = ['terascale', 'vw', *line]\n"
             "    try:\n        runpy.run_module('terascale', run_name='__main__')\n"
             "    except SystemExit as e:\n        assert not e.code, e.code\n"
+            "gen = sys.modules.get('terascale.linear._vw._vwgen')\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            f"{tuple(roots)!r}))\n")
+            f"{tuple(roots)!r}) + sorted(gen.INPUTS.values() if gen else []))\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr

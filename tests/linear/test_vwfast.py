@@ -328,3 +328,22 @@ def test_long_rows_and_many_namespaces_predict_as_vw(tmp_path, capfd, monkeypatc
     (tmp_path / "bad.vw").write_text("".join(lines))
     code, err = run_ts(capfd, ["-d", "bad.vw", *flags, "--quiet"], tmp_path, monkeypatch)
     assert code != 0 and "bad.vw, line 301" in err, err
+
+
+@built
+def test_a_number_alone_is_read_in_c_as_the_numba_parser_reads_it():
+    """``_vwfast.number`` (``_vwgen``'s values and scales: no numba where the compiled
+    learner names the rules' features) is the numba parser's float of the forms the
+    compiled parser reads, None for the others (``+1``, ``inf``, ``1e39``, ``x``)."""
+    from terascale.linear._vw._vwfloat import parse_float32
+
+    rng = random.Random(3)
+    words = ["1", "-0", "0.5", "1e-3", "3e38", "1e-40", "16777161", "0.1234567890123456789",
+             "5.", ".5", "-7E2", "+1", "inf", "1e39", "x", "1e", "--1", ""]
+    words += [f"{rng.uniform(-1e6, 1e6):.{rng.randint(0, 12)}e}" for _ in range(200)]
+    for w in words:
+        b = w.encode()
+        v, ok = parse_float32(np.frombuffer(b, np.uint8), 0, len(b))
+        got = _FAST.number(b)
+        assert got is None or (ok and np.float32(got).tobytes() == np.float32(v).tobytes()), w
+        assert (got is None) == ("+" in w or w in ("inf", "1e39", "x", "1e", "--1", "")), w

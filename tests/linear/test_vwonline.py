@@ -505,14 +505,15 @@ def _words(n: int, seed: int, classes: int = 0) -> list[str]:
 def test_spellings_and_n_grams_in_the_compiled_parser_are_vws(tmp_path, args):
     """--spelling (0 a A . # per byte, VW's spelling namespace listed where VW lists it)
     and --ngram/--skips are made by the compiled parser, with --ignore/--keep and the
-    interactions: VW's predictions and model, no numba imported."""
+    interactions: VW's predictions, model and --invert_hash names, no numba imported."""
     (tmp_path / "d.vw").write_text("\n".join(_words(300, len(args))) + "\n")
-    outs = ["-p", "{}.p", "--readable_model", "{}.rm", "-f", "{}.m", "--quiet"]
+    named = ["--invert_hash", "{}.ih"] if "-c" not in args else []  # (VW: one pass only)
+    outs = ["-p", "{}.p", "--readable_model", "{}.rm", *named, "-f", "{}.m", "--quiet"]
     run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", *args,
             *(o.format("vw") for o in outs)], tmp_path)
     assert vw_in_one_process([["-d", "d.vw", *args, *(o.format("ts") for o in outs)]],
                              tmp_path) == []
-    for f in ("p", "rm"):
+    for f in ("p", "rm", "ih")[:3 if named else 2]:
         assert (tmp_path / f"ts.{f}").read_bytes() == (tmp_path / f"vw.{f}").read_bytes()
     assert _body((tmp_path / "ts.m").read_bytes()) == _body((tmp_path / "vw.m").read_bytes())
 
@@ -631,13 +632,11 @@ def _args(line: list[str]) -> argparse.Namespace:
 @built
 @pytest.mark.parametrize(("line", "why"), [
     (["-n", "2", "--average-every", "100"], "-n N with --average"),
-    (["--oaa", "3", "-n", "2", "--max_prediction", "2"], "-n N with -i"),  # (its range)
+    (["--oaa", "3", "-n", "2", "--initial_t", "2"], "-n N with -i"),  # (its sums)
     (["--oaa", "3", "-i", "m", "--preserve_performance_counters"], "--oaa -i with"),
     (["--oaa", "3", "-t", "-i", "m", "-f", "m2"], "-t with -f"),
     (["--loss_function", "expectile", "--expectile_q", "0.3"], "--loss_function expectile"),
     (["-t", "-i", "m", "--readable_model", "r.txt"], "-t with --readable_model"),
-    (["--invert_hash", "ih", "--ngram", "2"], "--invert_hash with --ngram"),
-    (["--invert_hash", "ih", "--spelling", "a"], "--invert_hash with --ngram/--skips/--spelling"),
     (["--model-format", "terascale"], "terascale's model format"),
     (["--initial_weight", "0.1"], "starting weights"),
     (["--ignore_linear", "a", "--ngram", "2"], "--ignore_linear with --ngram"),
@@ -773,18 +772,18 @@ def test_the_compiled_parsers_rules_are_the_rewrites_bits(flags):
     ["--oaa", "3", "--feature_limit", "b1", "-q", "tb", "--hash", "all"],
     more(["--oaa", "3", "--sort_features"])])
 def test_the_compiled_parsers_rules_are_vws(tmp_path, args):
-    """The compiled path's predictions and model with those flags are VW's (no numba
-    imported: the text is not rewritten; but for --oaa with --feature_limit or
-    --sort_features, which the rewrite takes)."""
+    """The compiled path's predictions, model and ``--invert_hash`` with those flags are
+    VW's (no numba imported: the text is not rewritten); with --oaa K, sorted and limited
+    by VW's -b bits of each index, not the learners' b - log2 K."""
     classes = int(args[args.index("--oaa") + 1]) if "--oaa" in args else 0
-    rewritten = bool(classes) and bool({"--feature_limit", "--sort_features"} & set(args))
     (tmp_path / "d.vw").write_text("\n".join(_words(300, len(args), classes)) + "\n")
-    outs = ["-p", "{}.p", "--readable_model", "{}.rm", "-f", "{}.m", "--quiet"]
+    named = ["--invert_hash", "{}.ih"] if "-c" not in args else []  # (VW: one pass only)
+    outs = ["-p", "{}.p", "--readable_model", "{}.rm", *named, "-f", "{}.m", "--quiet"]
     run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", *args,
             *(o.format("vw") for o in outs)], tmp_path)
-    assert bool(vw_in_one_process([["-d", "d.vw", *args, *(o.format("ts") for o in outs)]],
-                                  tmp_path)) == rewritten
-    for f in ("p", "rm"):
+    assert not vw_in_one_process([["-d", "d.vw", *args, *(o.format("ts") for o in outs)]],
+                                 tmp_path)
+    for f in ("p", "rm", "ih")[:3 if named else 2]:
         assert (tmp_path / f"ts.{f}").read_bytes() == (tmp_path / f"vw.{f}").read_bytes()
     assert _body((tmp_path / "ts.m").read_bytes()) == _body((tmp_path / "vw.m").read_bytes())
 

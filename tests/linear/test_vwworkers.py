@@ -85,8 +85,14 @@ CASES = [
              "--l1", "1e-4"]),
     # the n-grams, skip-grams and spellings made by each worker's compiled parser (a whole
     # file a worker: the numba pass cuts a file's byte ranges in its rewritten copy)
-    (2, ["-n", "2", "--ngram", "a2", "--skips", "a1", "--spelling", "b"]),
+    (2, ["-n", "2", "--ngram", "a2", "--skips", "a1", "--spelling", "b", "--invert_hash", "ih"]),
     more(3, ["-n", "3", "--ngram", "2", "--passes", "2", "-c", "-q", "ac"]),
+    # --redefine, --feature_limit, --hash_seed, --hash all, --sort_features and --affix: the
+    # same (their --invert_hash names read from the input as given)
+    (2, ["-n", "2", "--redefine", "A:=ab", "--feature_limit", "A3", "--hash_seed", "5", "-q",
+         "Ac", "--invert_hash", "ih"]),
+    more(2, ["-n", "2", "--sort_features", "--hash", "all", "--passes", "2", "-c"]),
+    more(3, ["-n", "3", "--affix", "+2a,-1", "--invert_hash", "ih"]),
 ]
 
 
@@ -169,6 +175,10 @@ OAA = [
     more(["--oaa", "4", "-n", "3", "--passes", "5", "--early_terminate", "1", "-q", "ab",
           "--loss_function", "logistic", "--l1", "1e-5"]),
     more(["--oaa", "4", "-n", "2", "--predict_only_model", "--link", "logistic"]),
+    # (each worker's learners start from the fixed range, as one worker's)
+    ["--oaa", "4", "-n", "2", "--min_prediction", "-0.5", "--max_prediction", "0.8"],
+    more(["--oaa", "3", "-n", "3", "--max_prediction", "0.3", "--passes", "2",
+          "--loss_function", "logistic"]),
 ]
 
 
@@ -244,6 +254,24 @@ def test_oaa_workers_learn_their_part_before_they_join(tmp_path, monkeypatch):
     assert events.count("learn") > 1 and events[-3:] == ["join", "leave", "write"]
     assert events.index("join") == events.count("learn")
     assert (tmp_path / "m").stat().st_size > 0
+
+
+@built
+@pytest.mark.parametrize("flags", [
+    ["--redefine", "A:=ab", "--feature_limit", "A3", "--invert_hash", "ih"],
+    ["--hash", "all", "--hash_seed", "2", "--sort_features", "--oaa", "3"]])
+def test_workers_apply_the_rules_to_the_input_as_given(tmp_path, monkeypatch, flags):
+    """-n N with --redefine, --feature_limit, --hash_seed, --hash all, --sort_features or
+    --affix (--invert_hash and --oaa K too): the workers read the input as given, their
+    compiled parsers applying the rules (``_vwgen``'s rewrite, in Python, is not made)."""
+    import json
+
+    from terascale.linear._vw._vwgen import FeatureGen
+
+    _files(tmp_path, 1, 30)
+    job = json.loads(_job(monkeypatch, tmp_path, ["-d", "d0.vw", "-n", "2", *flags]))
+    assert job.get("data", job["paths"]) == job["paths"] == ["d0.vw"]
+    assert not job.get("inputs") and FeatureGen.from_job(job["grams"]).parser_rules
 
 
 @built

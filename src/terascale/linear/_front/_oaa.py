@@ -151,7 +151,7 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     names = _names(args, k_classes)
     start = _initial(args, k_classes, make) if args.initial else None
     if start is None and getattr(args, "vw_oaa_range", None):
-        start = _ranged_start(args.vw_oaa_range, k_classes, options, make)
+        start = ranged_start(args.vw_oaa_range, k_classes, options, make)
     if start is not None and getattr(args, "indexing", None) is None:
         args.indexing = start[0].info.get("indexing")  # (VW keeps --indexing)
     if start is not None and not args.link:
@@ -210,6 +210,7 @@ def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
                           "readable": args.readable_model, "invert": args.invert_hash,
                           "probabilities": False, "initial": args.initial,
                           "starting_weights": bool(getattr(args, "starting_weights", False)),
+                          "range": getattr(args, "vw_oaa_range", None),
                           "rates": _rates(args), "indexing": getattr(args, "indexing", None),
                           "link": _scorer(args), "model_link": _kept_link(args),
                           "predict_only": bool(getattr(args, "predict_only_model", False)),
@@ -270,12 +271,20 @@ def start_t(start: list[Any] | None) -> float:
     return float(kept.get("t") or 0.0)
 
 
-def _ranged_start(bounds: list[float | None], k_classes: int, options: dict[str, Any],
+def learners_options(job: dict[str, Any]) -> dict[str, Any]:
+    """An ``-n N`` job's (:func:`_launch`'s) training options with VW's ``-b``, where the
+    job's ``bits`` are each learner's (b - log2 K)."""
+    options = job["options"]
+    return dict(options, bits=options["bits"] + (int(job["k"]) - 1).bit_length())
+
+
+def ranged_start(bounds: list[float | None], k_classes: int, options: dict[str, Any],
                   make: Any = None) -> list[Any]:
     """The K learners of a run of ``--min_prediction``/``--max_prediction`` alone (the
     bounds as VW's floats, None: not given, 0 as VW's empty range): no weights, the
-    range in their state (``options``: the run's; ``make``: as :func:`split_oaa`'s),
-    as VW's starting weights would give them."""
+    range in their state (``options``: the run's, its ``bits`` VW's ``-b``; ``make``:
+    as :func:`split_oaa`'s), as VW's starting weights would give them (each worker's of
+    ``-n N``: the job's ``range``)."""
     import dataclasses
 
     from .._online._state import MAX_LABEL, MIN_LABEL, new_state
@@ -1209,6 +1218,7 @@ def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int,
     ``bare``: each nonzero weight without its sums (VW's text after a ``-t`` run)."""
     from types import SimpleNamespace
 
+    from .._vw._vwgen import FeatureGen
     from .._vw._vwtext import feature_names, write_readable
 
     shift = (k - 1).bit_length()
@@ -1223,7 +1233,8 @@ def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int,
                        options=extra, bare=bare)
     if job.get("invert"):
         base = feature_names(job["paths"], SimpleNamespace(
-            parse=parse, indices=_features(model.indices, shift)))
+            parse=parse, indices=_features(model.indices, shift)),
+            FeatureGen.from_job(job.get("grams")))
         names = {(h << shift) + c: f"{n}[{c}]" if c else n
                  for h, n in base.items() for c in range(k)}
         write_readable(model, job["invert"], names, counters=not only, predict_only=only,

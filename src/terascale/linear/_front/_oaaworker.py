@@ -20,10 +20,12 @@ def main(argv: list[str]) -> int:
 
 def _run(job: dict[str, Any]) -> None:
     from ..._init import init
-    from ._oaa import run_oaa, split_oaa
+    from ._oaa import learners_options, ranged_start, run_oaa, split_oaa
 
     start = None
-    if job.get("starting_weights"):  # (VW's starting weights: _oaa._initial)
+    if job.get("range"):  # (--min_prediction/--max_prediction alone)
+        start = ranged_start(job["range"], int(job["k"]), learners_options(job))
+    elif job.get("starting_weights"):  # (VW's starting weights: _oaa._initial)
         from .._model import LinearModel
 
         start = split_oaa(LinearModel.load(job["initial"]), int(job["k"]))

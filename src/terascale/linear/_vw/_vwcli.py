@@ -763,12 +763,7 @@ def _generate(args: argparse.Namespace) -> None:
                                               *args.interactions))):
         raise ConfigError("--affix with --ignore/--keep/--ignore_linear or a ':' wildcard "
                           "interaction is not supported by terascale vw")
-    # (--invert_hash names the rules' features from the rewritten text; -n N rewrites them;
-    # so does --oaa with --feature_limit/--sort_features, whose order the compiled parser
-    # takes from the K learners' indices, not VW's)
-    rules = gen.parser_rules and not args.invert_hash and args.nprocs == 1 and not (
-        args.oaa is not None and (gen.limit or gen.sort))
-    if (gen.parser_made or rules) and not (args.plain_rule or args.save_per_pass):
+    if (gen.parser_made or gen.parser_rules) and not (args.plain_rule or args.save_per_pass):
         from ._vwonline import c_path
 
         if c_path(args) is None:  # the compiled parser makes them, line by line
@@ -983,14 +978,14 @@ def _vw_defaults(args: argparse.Namespace) -> None:
                                                 or args.bfgs is not None
                                                 or args.cg is not None):
         args.vw_initial_t = args.initial_t
-    # --oaa K on one worker with the range alone: its K learners start from it
-    # (_oaa.train_oaa), the compiled learner's run too; else a model of the starting
-    # weights, from which training starts as from -i
+    # --oaa K with the range alone: its K learners start from it (_oaa.train_oaa; with
+    # -n N each worker's, _oaa.ranged_start), the compiled learner's run too; else a
+    # model of the starting weights, from which training starts as from -i
     args.vw_oaa_range = None
     others = (args.constant or args.initial_weight or args.random_weights
               or args.normal_weights or args.truncated_normal_weights)
     if (ranged and not others and not args.initial_t and not args.initial
-            and args.oaa is not None and args.nprocs == 1 and not args.plain_rule):
+            and args.oaa is not None and not args.plain_rule):
         args.vw_oaa_range = bounds
     elif (others or ((ranged or (args.initial_t and not args.plain_rule))
                      and not args.initial)):

@@ -291,6 +291,22 @@ static inline int read_number(const unsigned char *s, const unsigned char *e, fl
     return 1;
 }
 
+/* number(text) -> float, or None: read_number's value of the whole of text (bytes), None
+ * where it is not that form (_vwgen's rewrite then reads it as the numba parser does) */
+static PyObject *vw_number(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer b;
+    if (!PyArg_ParseTuple(args, "y*", &b))
+        return NULL;
+    float v = 0.0f;
+    const unsigned char *s = b.buf;
+    int ok = read_number(s, s + b.len, &v);
+    PyBuffer_Release(&b);
+    if (!ok)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble((double)v);
+}
+
 /* Eight bytes at a time: most feature names are short (a few letters and digits), and a
  * byte-by-byte scan pays a mispredicted branch where each name ends and another where its
  * digits end. A word of the next eight bytes (little-endian: the first byte lowest) says
@@ -1428,6 +1444,8 @@ static PyMethodDef METHODS[] = {
     {"predicted", vw_predicted, METH_VARARGS,
      "predicted(src, dst, code): -p's float32 values of float64 scores (-2 --binary, -1 "
      "the score, 0..2 link's codes) (_vwtable.c)"},
+    {"number", vw_number, METH_VARARGS,
+     "number(text) -> the float VW reads from text ([-]digits[.digits][e[-]digits]), or None"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_vwfast", NULL, -1, METHODS};
@@ -1451,7 +1469,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
                  : c >= 'A' && c <= 'Z' ? 'A' : c == '.' ? '.' : '#';
     PyObject *mod = PyModule_Create(&MODULE);
     /* (the calling convention: terascale.linear._vw.VWFAST's number) */
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 22) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 23) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

@@ -30,12 +30,13 @@ the features whose index is not in the mask's set of nonzero weights: the same e
 for the learner, without a branch on its hot path.
 
 Here these run as one text-to-text step in front of terascale's parser, only when one of
-these flags is given (on a run the compiled learner takes, ``-t -i`` included, its parser
-makes ``--ngram``/``--skips`` and ``--spelling`` without the others
-(:attr:`FeatureGen.parser_made`, ``-n N`` included), and, on one worker,
-``--redefine``, ``--feature_limit``, ``--hash_seed``, ``--hash all``, ``--sort_features``
-and ``--affix`` from :meth:`FeatureGen.spec` (:attr:`FeatureGen.parser_rules`) instead,
-``_vwonline``: this rewrite, in Python, takes 20-100x VW's CPU time): each line is
+these flags is given (on a run the compiled learner takes, ``-t -i``, ``-n N`` and
+``--oaa K`` included, its parser makes ``--ngram``/``--skips`` and ``--spelling`` without
+the others (:attr:`FeatureGen.parser_made`), and ``--redefine``, ``--feature_limit``,
+``--hash_seed``, ``--hash all``, ``--sort_features`` and ``--affix`` from
+:meth:`FeatureGen.spec` (:attr:`FeatureGen.parser_rules`) instead, ``_vwonline``, and
+``--invert_hash`` names them by :meth:`FeatureGen.line` read again: this rewrite, in
+Python, takes 20-100x VW's CPU time): each line is
 rewritten with every feature named by its final hash (an
 all-digit name ``D`` in namespace ``c`` hashes to ``D + hash(c)``, as VW's ``hashstring``
 does), under the namespace letter it ends in. The parser then adds the constant and the
@@ -51,10 +52,12 @@ affix ``affix^t+2=ab``), while ``--audit``'s names are the rewritten ones.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..._errors import ConfigError, DataError
 from ..._lazy import lazy_module
@@ -398,11 +401,11 @@ def written_namespace(c: int) -> tuple[str, int]:
     """How the rewritten text names namespace ``c`` (VW's character: the affix and
     spelling ones get names of their own) and that name's hash, which each of its features'
     written index is taken from (0 for the default namespace, which has no name)."""
-    from .._io._hashing import hash_space
-
     letter = _AFFIX_NAME if c == AFFIX_NAMESPACE else \
         _SPELLING_NAME if c == SPELLING_NAMESPACE else chr(c)
-    return letter, 0 if c == 32 else hash_space(letter)
+    # (VW's hash_space of the name, in plain Python: no numba where the names are read)
+    return letter, 0 if c == 32 else hashstring(letter.strip().encode("utf-8",
+                                                                      "surrogateescape"))
 
 
 def _grams(fs: list, n_max: int, skip_max: int) -> list:
@@ -481,10 +484,32 @@ def _text(val: str) -> bool:
         val[:3].lower() not in ("nan", "inf")
 
 
+@functools.cache
+def _compiled_number() -> Any:
+    """The compiled parser's ``number`` (None without the compiled core: those of the same
+    text are the same bits)."""
+    from ..._cext import load
+    from . import VWFAST
+
+    fast = load(*VWFAST)
+    return fast.number if fast is not None else None
+
+
+def _number(b: bytes) -> float | None:
+    reader = _compiled_number()
+    return reader(b) if reader is not None else None
+
+
 def _float(tok: str, where: str) -> float:
+    """The float VW reads from a value or scale ``tok``: the compiled parser's reading of
+    its forms (no numba imported: ``--invert_hash``'s names of a compiled run), else
+    the numba parser's, which refuses what VW's reading would not give."""
+    b = tok.encode()
+    got = _number(b)
+    if got is not None:
+        return float(got)
     from ._vwfloat import parse_float32
 
-    b = tok.encode()
     v, ok = parse_float32(np.frombuffer(b, np.uint8), 0, len(b))
     if not ok:
         raise DataError(f"{where}: a feature value or namespace scale is not a number: "

@@ -37,9 +37,10 @@ there). Two workers on 200k lines of 20 ids and 7 classes (``benchmarks/heldout_
 ``oaa`` data), the largest process: 42 MB at ``-b 18`` (VW, one process: 41 MB; the
 numba pass's 109-110 MB), 86 MB at ``-b 22`` (VW: 107 MB).
 ``--min_prediction``/``--max_prediction`` fix the learners' shared range (VW's two
-floats), to which every loss clips. A run it does not cover (``-i`` with
+floats), to which every loss clips (with ``-n N`` too: each worker's K learners start
+from it, ``_oaa.ranged_start``). A run it does not cover (``-i`` with
 ``--preserve_performance_counters``, ``-i`` of a model above ``_vwonline._MAX_BITS``;
-with ``-n N``: starting weights, ``-i`` with ``--initial_t``, a fixed range) runs the
+with ``-n N``: starting weights, ``-i`` with ``--initial_t``) runs the
 numba pass, as do the runs :func:`._vwonline.c_path` sends there (``-t`` with ``-f``,
 starting weights...).
 
@@ -70,9 +71,6 @@ def why_not(args: argparse.Namespace) -> str | None:
     checks = (
         (bool(args.preserve_performance_counters and args.initial),
          "--oaa -i with --preserve_performance_counters"),
-        (args.nprocs != 1 and not args.testonly and (
-            args.min_prediction is not None or args.max_prediction is not None),
-         "--oaa -n N with --min_prediction/--max_prediction"),
         (args.nprocs != 1 and not args.testonly and args.initial is not None and bool(
             getattr(args, "starting_weights", False) or getattr(args, "vw_initial_t", None)),
          "--oaa -n N with starting weights or -i and --initial_t"),
@@ -354,12 +352,14 @@ def main(argv: list[str]) -> int:
 def _worker(job: dict[str, Any]) -> None:
     """One worker: -i's K learners read (as ``_oaaworker``'s), then :func:`_run` on its
     part, which joins the job after its first pass."""
-    from .._front._oaa import split_oaa
+    from .._front._oaa import learners_options, ranged_start, split_oaa
     from ._vwmodel import read_vw_model
     from ._vwworkers import Joining
 
     start = None
-    if job.get("initial"):
+    if job.get("range"):  # (--min_prediction/--max_prediction alone)
+        start = ranged_start(job["range"], int(job["k"]), learners_options(job), _learner)
+    elif job.get("initial"):
         start = split_oaa(read_vw_model(job["initial"], oaa=True, plain=True,
                                         generation=job.get("generation")), int(job["k"]),
                           _learner)

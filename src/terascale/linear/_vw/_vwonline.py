@@ -37,7 +37,10 @@ parsed so, its errors quoting the line as given. So are ``--redefine``,
 (``_vwgen.FeatureGen.parser_rules``: the parser files a namespace under its redefined
 letter, hashes its names with the seed, or all with murmur3, sorts each namespace's
 features, keeping the first of each index up to its limit, and adds each named feature's
-affixes, listed as the spelling namespace is). ``--skip-bad`` runs here too
+affixes, listed as the spelling namespace is; with ``--oaa K``, sorted by VW's ``-b`` bits
+of each index, then kept to the learners' b - log2 K), ``-n N`` and ``--invert_hash``
+(the features named as ``_vwgen`` names them, from the input read again) included.
+``--skip-bad`` runs here too
 (without ``--oaa`` or ``-t``): a line the compiled parser declines is read alone by the
 numba parser, which skips and counts a bad one (``_Parser.skipped``), and the count is
 printed where the numba pass prints it. On 200k lines of 20-50 Zipf words in
@@ -69,7 +72,7 @@ examples are learned one at a time, and each one's lines are printed as it is le
 format, ``-t`` without ``-i`` or with ``-f`` or ``--holdout_after``,
 ``--preserve_performance_counters`` with passes or ``--holdout_after``, the ``--oaa``
 runs :func:`._vwoaafast.why_not` declines, terascale's model format, ``-t`` with
-``--readable_model``/``--invert_hash``, ``--invert_hash`` or ``--ignore_linear`` with
+``--readable_model``/``--invert_hash``, ``--ignore_linear`` with
 ``--ngram``/``--skips``/``--spelling``, ``-t`` with ``--ignore_linear``, expectile loss,
 ``.zip`` input, ``-b`` above 24 or a table over half the memory) runs the numba pass, which covers every
 option. Text outside the compiled parser's subset is parsed by the numba parser, a line
@@ -162,8 +165,6 @@ def c_path(args: argparse.Namespace, audit: bool = False) -> str | None:
          "-i of terascale's model format (or starting weights)"),
         (args.format != "vw", "--format"),
         (args.model_format not in (None, "vw"), "terascale's model format"),
-        (bool(args.invert_hash and made), "--invert_hash with --ngram/--skips/--spelling"),
-        # (named from the text the rewrite makes)
         (bool(args.ignore_linear and made), "--ignore_linear with --ngram/--skips/--spelling"),
         (not _covered(args.loss, fast) and not (args.testonly and args.loss is None),
          f"--loss_function {args.loss}"),
@@ -279,6 +280,11 @@ class _Parser:
         # all and --sort_features (gen.parser_rules) as its spec; text it declines is
         # rewritten by gen
         self.gen, self.plain = gen, None
+        # the mask the parser hashes under: -b's, where --oaa K's learners take b - log2 K
+        # bits of each index but VW sorts (--sort_features, --feature_limit) by all b of
+        # them, as the rewrite does (the learners' bits then kept: the indices' low bits,
+        # the interactions' and n-grams' too, as products and sums of them)
+        self.mask = opts.mask
         grams: Any = None
         spell: Any = None
         rules: Any = None  # (_vwgen.FeatureGen.spec: --redefine, --feature_limit, ...)
@@ -299,6 +305,8 @@ class _Parser:
                 grams = bytes(min(max(v, 0), 255) for v in n + k)
             if gen.parser_rules:
                 rules = gen.spec()
+                if (gen.limit or gen.sort) and gen.bits > opts.bits:
+                    self.mask = (1 << gen.bits) - 1
             self.plain = _Parser(opts)
         # the parser's optional arguments after --ignore's flags, up to the last one given
         # (those before it empty: none): --ngram's, --ignore_linear's (and the counts'
@@ -366,7 +374,7 @@ class _Parser:
             ignored = (_empty("q", ncap),) if self.off else ()
             extra = [(ignored[0] if self.off else _NO_COUNTS) if k == 2 else
                      b"" if a is None else a for k, a in enumerate(self.tail)]
-            status, nex, nnz, ntag = fast.parse(buf, self.opts.mask, self.opts.constant,
+            status, nex, nnz, ntag = fast.parse(buf, self.mask, self.opts.constant,
                                                 indptr, indices, values, labels, weights,
                                                 tag_ptr, tag_blob, self.table, rows, width,
                                                 self.drop, *extra)
@@ -380,6 +388,9 @@ class _Parser:
                 self.per /= 2
         # (a declined line's features written before it was declined are not the examples')
         nnz, ntag = int(indptr[nex]), int(tag_ptr[nex])
+        if self.mask != self.opts.mask:  # (the rules' full -b bits, then the learners')
+            idx = np.frombuffer(indices, np.uint32, nnz)
+            idx &= np.uint32(self.opts.mask)
         counts = ignored[0][:nex] if ignored and any(ignored[0][:nex]) else None
         return status, (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex],
                         weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag], None, None, counts)
@@ -1014,7 +1025,8 @@ def _save(args: argparse.Namespace, parse: Any, table: Any, state: Any,
     if args.readable_model:
         write_readable(model, args.readable_model, predict_only=predict_only)
     if args.invert_hash:
-        write_readable(model, args.invert_hash, feature_names(paths or [], model),
+        write_readable(model, args.invert_hash,
+                       feature_names(paths or [], model, getattr(args, "vw_grams", None)),
                        predict_only=predict_only)
 
 

@@ -155,11 +155,13 @@ def _section_hashes(fs: list[tuple[str, int]], seed: int, every: bool = False) -
             for f, k in fs]
 
 
-def feature_names(paths: Sequence[str], model: Any) -> Mapping[int, str]:
+def feature_names(paths: Sequence[str], model: Any, gen: Any = None) -> Mapping[int, str]:
     """Hashed index -> VW's name (``ns^f``, ``ns^f*ns2^g``, ``Constant``) for the features
     of ``paths`` that carry a weight in ``model``, built as the parser builds the features
     (``--ignore``/``--keep``/``--ignore_linear``, interactions in VW's order with its
-    wildcards, same-namespace runs as combinations)."""
+    wildcards, same-namespace runs as combinations). ``gen``: the VW feature generation
+    (``_vwgen.FeatureGen``) the compiled parser applied to ``paths`` as given (an input
+    that ``_vwgen`` rewrote is named from its own record of it)."""
     from .._io._interactions import compile_interactions
 
     p = model.parse
@@ -192,12 +194,15 @@ def feature_names(paths: Sequence[str], model: Any) -> Mapping[int, str]:
 
     from ._vwgen import GENERATED, SOURCES
 
+    renamed = gen is not None and gen.renames_only
     for path in paths:
-        if path in GENERATED:  # (the generated features named from the input's words)
-            _generated_names(*GENERATED[path], (ignored, linear_off), inters,
-                             p.permutations, name_of)
+        made = GENERATED.get(path) or (
+            (path, gen) if gen is not None and not renamed else None)
+        if made:  # (the generated features named from the input's words)
+            _generated_names(*made, (ignored, linear_off), inters, p.permutations, name_of)
             continue
-        path, hash_seed, every = SOURCES.get(path, (path, 0, False))
+        path, hash_seed, every = SOURCES.get(path) or (
+            (path, gen.seed, gen.hash_all) if renamed else (path, 0, False))
         seeds: dict[str, int] = {}
         for line in _lines(path):
             groups: dict[int, list[tuple[int, str]]] = {}

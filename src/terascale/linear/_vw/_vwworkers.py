@@ -21,8 +21,10 @@ pass's at the end of each pass (``_recipe._online_passes``):
 * the pass's ten sums (the closing block's and the model's ``pass_totals`` row) added
   over the workers, and the distinct labels (up to 3) of every shard gathered.
 
-``--ngram``/``--skips`` and ``--spelling`` are made by each worker's compiled parser
-(``_vwgen.FeatureGen.from_job``), as one worker's are; where a worker's part is a byte
+``--ngram``/``--skips`` and ``--spelling``, and ``--redefine``, ``--feature_limit``,
+``--hash_seed``, ``--hash all``, ``--sort_features`` and ``--affix``, are made by each
+worker's compiled parser (``_vwgen.FeatureGen.from_job``), as one worker's are; where a
+worker's part is a byte
 range of a file, it is the input's as given, where the numba pass's workers cut their
 ranges in the rewritten copy of the file (the same parts where each worker reads whole
 files).
@@ -33,7 +35,8 @@ rows in use) and the closing block are the numba pass's bits (with two workers, 
 several on one host, whose allreduce adds in rank order). The progress table is rank 0's,
 of its shard, as there. ``--invert_hash``: rank 0 names the averaged table's rows in use
 from the whole input read again (``_vwtext.feature_names``, the first name of each
-index in the input's order), as the numba pass's launcher names its model's.
+index in the input's order, the rules' features as ``_vwgen`` names them), as the numba
+pass's launcher names its model's.
 
 ``--passes K`` (with ``-c``/``--cache_file`` or without: terascale caches the parsed text
 either way, as one worker does) runs as one worker's passes do (``_vwonline.train``),
@@ -264,7 +267,8 @@ def _learn(job: dict[str, Any]) -> None:
     places = shard_places(job["paths"], rank, size)
     # VW's --holdout_after counts the input's examples: the part's first one's index
     offset = lines_before(job["paths"], places) if opts.holdout_after else 0
-    reader = _Parser(parse, FeatureGen.from_job(job.get("grams")))
+    args.vw_grams = FeatureGen.from_job(job.get("grams"))  # (rank 0's --invert_hash names)
+    reader = _Parser(parse, args.vw_grams)
     inputs = (Inputs([p for _, p, _ in places], parse, opts.cache_root(), reader, _parsed,
                      places) if passes > 1 or opts.cache_root() != "" else None)
     # VW stops the passes on the holdout loss: rank 0 keeps the best pass's rows in use
