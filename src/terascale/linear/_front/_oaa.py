@@ -429,9 +429,7 @@ def _numbered(paths: list[str], k_classes: int, names: list[str], out_dir: str,
     """--named_labels: the input once more with each name replaced by its class number
     (1..K; a label that is not a name is class 0, with VW's warning where ``say``), so
     that the data is parsed as numbered classes; one copy, whatever K, which an error
-    names as the input it was written from (``_vwgen.INPUTS``: see :func:`_as_given`)."""
-    from .._vw._vwgen import INPUTS
-
+    names as the input it was written from (:func:`_copy_of`, :func:`_as_given`)."""
     table = {n: c for c, n in enumerate(names, 1)}
     out = []
     for n, path in enumerate(paths):
@@ -449,7 +447,6 @@ def _numbered(paths: list[str], k_classes: int, names: list[str], out_dir: str,
                     o.write("".join(lines))
                     lines.clear()
             o.write("".join(lines))
-        INPUTS[name] = INPUTS.get(path, path)
         out.append(name)
     return out
 
@@ -467,7 +464,7 @@ def _copy_of(path: str, name: str) -> str:
     lines names as ``path`` (``_vwgen.as_given``)."""
     from .._vw._vwgen import INPUTS
 
-    INPUTS[name] = path
+    INPUTS[name] = INPUTS.get(path, path)  # (a copy of a copy names the input)
     return name
 
 
