@@ -768,20 +768,12 @@ class _Batch:
                    sums: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None,
                                               np.ndarray]:
         """The pass's gradient, preconditioner and sums over every worker (VW's
-        ``accumulate`` and ``accumulate_scalar``), in one allreduce of float64: each
-        vector is a float64 sum of its worker's examples (``acc``), added in double."""
-        parts = [v.astype(np.float64) for v in (dg, dcond) if v is not None]
-        total = self.comm.allreduce(np.concatenate([*parts, sums]))
-        size = len(self.w)
-        at = 0
-        out: list[np.ndarray | None] = []
-        for v in (dg, dcond):
-            if v is None:
-                out.append(None)
-            else:
-                out.append(total[at:at + size].astype(_F))
-                at += size
-        return out[0], out[1], total[at:]
+        ``accumulate`` and ``accumulate_scalar``), each vector a float64 sum of its
+        worker's examples (``acc``), added in double in place (one concatenated copy of
+        the three, and its result, stood 4 float64 vectors of 2^b above the pass's
+        arrays: a worker's peak)."""
+        out = [None if v is None else self.comm.allreduce(v, out=v) for v in (dg, dcond)]
+        return out[0], out[1], np.asarray(self.comm.allreduce(sums), np.float64)
 
     def run(self):  # noqa: ANN201 (a generator of each pass's predictions)
         """Pass after pass (yielding each pass's predictions and raw scores) until VW's
