@@ -57,6 +57,7 @@ _CURV_MESSAGE = ("Zero or negative curvature detected.\n"
 
 
 _SUM_CHUNK = 1 << 16  # entries of a float64 sum's terms made at a time (512 KiB)
+_ROWS = 1 << 14  # examples a chunk of X's transpose times a vector (:meth:`_Data._scatter`)
 
 
 def _div(a: float, b: float) -> float:
@@ -264,30 +265,51 @@ class _Data:
         as VW adds them: the same float32 sums to the bit."""
         return self.X.T
 
-    def _squares_t(self, terms: np.ndarray) -> Any:
-        """X's transpose with ``terms`` (one an occurrence, in X's order) as its values."""
-        import scipy.sparse as sp
+    def _scatter(self, v: np.ndarray,
+                 terms: Callable[[int, int, int, int], np.ndarray]) -> np.ndarray:
+        """Each feature's sum, in ``v``'s type and the examples' order, of its
+        occurrences' ``terms(p, q, a, b)`` (the values of occurrences p..q, examples
+        a..b's) times ``v`` of their example: X's transpose times ``v``, ``_ROWS``
+        examples at a time into one sum (scipy's CSC product adds into its output), so
+        that no whole copy of the values in ``v``'s type (8 bytes an occurrence for a
+        float64 ``v``) stands beside them; a feature's terms are added one after
+        another as in the one product, and as VW adds them."""
+        from scipy.sparse._sparsetools import csc_matvec
 
-        x = self.X
-        return sp.csc_matrix((terms, x.indices, x.indptr), shape=(x.shape[1], x.shape[0]))
+        x, ptr = self.X, self.X.indptr
+        out = np.zeros(x.shape[1], v.dtype)
+        for a in range(0, self.n, _ROWS):
+            b = min(self.n, a + _ROWS)
+            p, q = int(ptr[a]), int(ptr[b])
+            csc_matvec(x.shape[1], b - a, ptr[a:b + 1] - ptr[a], x.indices[p:q],
+                       terms(p, q, a, b).astype(v.dtype, copy=False), v[a:b], out)
+        return out
 
-    @property
-    def X2T(self) -> Any:  # noqa: N802 (the matrix's name)
-        """x^2 of each occurrence in ``XT``'s places, sharing its indices, built when asked
-        (the first pass's preconditioner alone). A feature twice in an example (a hash
-        collision, a repeated name) adds two squares to the preconditioner, as in VW, not
-        one."""
-        return self._squares_t(self.X.data * self.X.data)
+    def gradient(self, v: np.ndarray) -> np.ndarray:
+        """X's transpose times ``v`` (float32 or float64: the sums' type)."""
+        return self._scatter(v, lambda p, q, a, b: self.X.data[p:q])
+
+    def squares(self, c: np.ndarray) -> np.ndarray:
+        """Each feature's sum of x^2 (in float32) times ``c`` over its occurrences, in
+        ``c``'s type. A feature twice in an example (a hash collision, a repeated name)
+        adds two squares to the preconditioner, as in VW, not one."""
+        data = self.X.data
+        return self._scatter(c, lambda p, q, a, b: data[p:q] * data[p:q])
 
     def precondition(self, c: np.ndarray) -> np.ndarray:
         """Each feature's sum of ``c`` x x x over its occurrences, in float32 as VW adds
-        them (``c`` times x, then times x: the product ``X2T`` would give rounds
-        otherwise where a real value meets an importance weight)."""
-        x = self.X
-        at = np.repeat(c.astype(_F, copy=False), np.diff(x.indptr))
-        at *= x.data
-        at *= x.data
-        return self._squares_t(at) @ np.ones(x.shape[0], _F)
+        them (``c`` times x, then times x: :meth:`squares` would round otherwise where a
+        real value meets an importance weight)."""
+        data, ptr = self.X.data, self.X.indptr
+        c = c.astype(_F, copy=False)
+
+        def terms(p: int, q: int, a: int, b: int) -> np.ndarray:
+            at = np.repeat(c[a:b], np.diff(ptr[a:b + 1]))
+            at *= data[p:q]
+            at *= data[p:q]
+            return at
+
+        return self._scatter(np.ones(self.n, _F), terms)
 
     @property
     def X2(self) -> Any:  # noqa: N802 (the matrix's name)
@@ -714,7 +736,7 @@ class _Batch:
         if self.gradient_pass:
             ex_loss = (loss.value(pred, y, lo, hi) * wt).astype(_F)
             grad = np.where(learn, (loss.first(pred, y, lo, hi) * wt).astype(_F), _F(0))
-            dg = d.XT @ grad.astype(self.acc)
+            dg = d.gradient(grad.astype(self.acc))
             dloss = _in_turn(ex_loss[learn])
             self.predictions = pred[learn]
             out_pred, out_partial = pred, partial
@@ -735,7 +757,7 @@ class _Batch:
                                (loss.value(pred, y, lo, hi) * wt).astype(_F))
         if self.preconditioner_pass:
             c = np.where(learn, (loss.second(out_pred, y, lo, hi) * wt).astype(_F), _F(0))
-            dcond = d.X2T @ c.astype(self.acc) if self.acc is not _F else d.precondition(c)
+            dcond = d.squares(c.astype(self.acc)) if self.acc is not _F else d.precondition(c)
         # VW's shared data: every learned example's loss; the held-out ones apart
         if self.gradient_pass:
             hl = (loss.value(pred, y, lo, hi) * wt).astype(_F)
