@@ -333,6 +333,25 @@ def _shares(comm, paths, options):
             d.total, d.closing)
 
 
+def test_bfgs_holds_each_example_once(tmp_path):
+    """--bfgs's examples are held once: the transpose the gradient multiplies by is a view
+    of the rows' own arrays (a CSR copy of it held 8 bytes more an occurrence), and the
+    -p lines' tags are the parse's bytes (not a str per example)."""
+    from terascale.linear._vw._vwbatch import _Data
+
+    tags = [f"t{i}" if i % 3 else "" for i in range(40)]
+    lines = [f"{i % 2} '{t}|a f{i % 7} g:{i / 4}" if t else f"{i % 2} |a f{i % 7} g:{i / 4}"
+             for i, t in enumerate(tags)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    d = _Data([str(tmp_path / "d.vw")], {"bits": 12}, 10, 0, False)
+    assert np.shares_memory(d.XT.indices, d.X.indices)
+    assert np.shares_memory(d.XT.data, d.X.data)
+    v = np.arange(d.n, dtype=np.float32)
+    np.testing.assert_array_equal(d.XT @ v, d.X.toarray().T @ v)
+    assert not isinstance(d.tags, list) and len(d.tags) == 40
+    assert list(d.tags) == tags
+
+
 @pytest.mark.parametrize("files", [1, 2, 4])
 def test_bfgs_workers_read_only_their_share(files, tmp_path):
     """--bfgs -n N: each worker parses only its share (the k-th of N byte ranges of the

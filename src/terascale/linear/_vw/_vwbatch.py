@@ -37,7 +37,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,6 +57,7 @@ _CURV_MESSAGE = ("Zero or negative curvature detected.\n"
 
 
 _SUM_CHUNK = 1 << 16  # entries of a float64 sum's terms made at a time (512 KiB)
+_ROWS = 1 << 14  # examples a chunk of X's transpose times a vector (:meth:`_Data._scatter`)
 
 
 def _div(a: float, b: float) -> float:
@@ -184,10 +185,9 @@ class _Data:
         indices = data.indices.view(np.int32) if index is np.int32 and \
             data.indices.dtype == np.uint32 else data.indices.astype(index)
         self.X = sp.csr_matrix((values, indices, data.indptr), shape=(n, self.size))
-        self.XT = self.X.T.tocsr()
         self.labels = data.labels.astype(_F)
         self.weights = data.weights.astype(_F)
-        self.tags = [data.tag(i) for i in range(n)] if data.tag_ptr is not None else None
+        self.tags = _tags(data)
         self.features = np.diff(data.indptr)  # (VW's count: --ignore_linear's included)
         if data.ignored is not None:
             self.features = self.features + data.ignored
@@ -258,28 +258,58 @@ class _Data:
         hand_back_freed_memory()
 
     @property
-    def X2T(self) -> Any:  # noqa: N802 (the matrix's name)
-        """x^2 of each occurrence in ``XT``'s places, sharing its indices, built when asked
-        (the first pass's preconditioner alone: held for the run, its 4 bytes an
-        occurrence were 76 MB of 1M examples of 19 features at the last passes' peak; a
-        transposed copy of its own had held 16 bytes more). A feature twice in an
-        example (a hash collision, a repeated name) adds two squares to the
-        preconditioner, as in VW, not one."""
-        import scipy.sparse as sp
+    def XT(self) -> Any:  # noqa: N802 (the matrix's name)
+        """X's transpose, a CSC view of X's own arrays (no copy: a CSR transpose held 8
+        bytes more an occurrence, 152 MB of 1M examples of 19 features). Its product
+        adds each feature's terms in the examples' order, as the CSR transpose's did and
+        as VW adds them: the same float32 sums to the bit."""
+        return self.X.T
 
-        return sp.csr_matrix((self.XT.data * self.XT.data, self.XT.indices,
-                              self.XT.indptr), shape=self.XT.shape)
+    def _scatter(self, v: np.ndarray,
+                 terms: Callable[[int, int, int, int], np.ndarray]) -> np.ndarray:
+        """Each feature's sum, in ``v``'s type and the examples' order, of its
+        occurrences' ``terms(p, q, a, b)`` (the values of occurrences p..q, examples
+        a..b's) times ``v`` of their example: X's transpose times ``v``, ``_ROWS``
+        examples at a time into one sum (scipy's CSC product adds into its output), so
+        that no whole copy of the values in ``v``'s type (8 bytes an occurrence for a
+        float64 ``v``) stands beside them; a feature's terms are added one after
+        another as in the one product, and as VW adds them."""
+        from scipy.sparse._sparsetools import csc_matvec
+
+        x, ptr = self.X, self.X.indptr
+        out = np.zeros(x.shape[1], v.dtype)
+        for a in range(0, self.n, _ROWS):
+            b = min(self.n, a + _ROWS)
+            p, q = int(ptr[a]), int(ptr[b])
+            csc_matvec(x.shape[1], b - a, ptr[a:b + 1] - ptr[a], x.indices[p:q],
+                       terms(p, q, a, b).astype(v.dtype, copy=False), v[a:b], out)
+        return out
+
+    def gradient(self, v: np.ndarray) -> np.ndarray:
+        """X's transpose times ``v`` (float32 or float64: the sums' type)."""
+        return self._scatter(v, lambda p, q, a, b: self.X.data[p:q])
+
+    def squares(self, c: np.ndarray) -> np.ndarray:
+        """Each feature's sum of x^2 (in float32) times ``c`` over its occurrences, in
+        ``c``'s type. A feature twice in an example (a hash collision, a repeated name)
+        adds two squares to the preconditioner, as in VW, not one."""
+        data = self.X.data
+        return self._scatter(c, lambda p, q, a, b: data[p:q] * data[p:q])
 
     def precondition(self, c: np.ndarray) -> np.ndarray:
         """Each feature's sum of ``c`` x x x over its occurrences, in float32 as VW adds
-        them (``c`` times x, then times x: the product ``X2T`` would give rounds
-        otherwise where a real value meets an importance weight)."""
-        import scipy.sparse as sp
+        them (``c`` times x, then times x: :meth:`squares` would round otherwise where a
+        real value meets an importance weight)."""
+        data, ptr = self.X.data, self.X.indptr
+        c = c.astype(_F, copy=False)
 
-        xt = self.XT
-        terms = (c[xt.indices] * xt.data).astype(_F) * xt.data
-        return sp.csr_matrix((terms, xt.indices, xt.indptr), shape=xt.shape) @ \
-            np.ones(xt.shape[1], _F)
+        def terms(p: int, q: int, a: int, b: int) -> np.ndarray:
+            at = np.repeat(c[a:b], np.diff(ptr[a:b + 1]))
+            at *= data[p:q]
+            at *= data[p:q]
+            return at
+
+        return self._scatter(np.ones(self.n, _F), terms)
 
     @property
     def X2(self) -> Any:  # noqa: N802 (the matrix's name)
@@ -292,6 +322,28 @@ class _Data:
 
     def dot(self, w: np.ndarray) -> np.ndarray:
         return (self.X @ w).astype(_F)
+
+
+class _TagBytes:
+    """The examples' VW tags as the parse left them: their bytes and offsets."""
+
+    def __init__(self, tag_ptr: np.ndarray, tag_blob: np.ndarray) -> None:
+        self.tag_ptr, self.tag_blob = tag_ptr, tag_blob
+
+    def tag(self, i: int) -> str:
+        from .._io._dataset import example_tag
+
+        return example_tag(self.tag_ptr, self.tag_blob, i)
+
+
+def _tags(data: Any) -> Sequence[str] | None:
+    """The Dataset ``data``'s tags for the ``-p`` lines, kept as their bytes (the -p
+    writer reads them in C; a str per example held 13 MB of 200,000 tags), or None."""
+    if data.tag_ptr is None or data.tag_blob is None:
+        return None
+    from .._online._progressive import BlockTags
+
+    return BlockTags(_TagBytes(data.tag_ptr, data.tag_blob), 0, len(data))  # type: ignore[arg-type]
 
 
 def _gathered(comm: Any, length: int, own: list[int], values: list[float], fill: float,
@@ -459,12 +511,25 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
                                               else partial, data.tags))
     if rank > 0:
         return 0
+    _release(state, data)
     _outputs(args, data, state, options)
     _regularizer_out(args, data, state, options, out)
     if not args.quiet:
         print(_closing(state, data, holdout_off, options["loss"],
                        not args.dont_output_best_constant), file=sys.stderr)
     return 0
+
+
+def _release(state: _Batch, data: _Data) -> None:
+    """Free what the passes alone needed (the examples, the gradient, the direction and
+    the correction pairs) before the model is written: its writer's arrays stood on top
+    of them, the run's peak (265 MB of 200,000 examples of 28 features at -b 20, 229 MB
+    in the passes)."""
+    from ..._malloc import hand_back_freed_memory
+
+    data.X = None
+    state.g = state.dir = state.mem = None
+    hand_back_freed_memory()
 
 
 def _outputs(args: argparse.Namespace, data: _Data, state: _Batch,
@@ -671,7 +736,7 @@ class _Batch:
         if self.gradient_pass:
             ex_loss = (loss.value(pred, y, lo, hi) * wt).astype(_F)
             grad = np.where(learn, (loss.first(pred, y, lo, hi) * wt).astype(_F), _F(0))
-            dg = d.XT @ grad.astype(self.acc)
+            dg = d.gradient(grad.astype(self.acc))
             dloss = _in_turn(ex_loss[learn])
             self.predictions = pred[learn]
             out_pred, out_partial = pred, partial
@@ -692,7 +757,7 @@ class _Batch:
                                (loss.value(pred, y, lo, hi) * wt).astype(_F))
         if self.preconditioner_pass:
             c = np.where(learn, (loss.second(out_pred, y, lo, hi) * wt).astype(_F), _F(0))
-            dcond = d.X2T @ c.astype(self.acc) if self.acc is not _F else d.precondition(c)
+            dcond = d.squares(c.astype(self.acc)) if self.acc is not _F else d.precondition(c)
         # VW's shared data: every learned example's loss; the held-out ones apart
         if self.gradient_pass:
             hl = (loss.value(pred, y, lo, hi) * wt).astype(_F)
@@ -725,20 +790,12 @@ class _Batch:
                    sums: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None,
                                               np.ndarray]:
         """The pass's gradient, preconditioner and sums over every worker (VW's
-        ``accumulate`` and ``accumulate_scalar``), in one allreduce of float64: each
-        vector is a float64 sum of its worker's examples (``acc``), added in double."""
-        parts = [v.astype(np.float64) for v in (dg, dcond) if v is not None]
-        total = self.comm.allreduce(np.concatenate([*parts, sums]))
-        size = len(self.w)
-        at = 0
-        out: list[np.ndarray | None] = []
-        for v in (dg, dcond):
-            if v is None:
-                out.append(None)
-            else:
-                out.append(total[at:at + size].astype(_F))
-                at += size
-        return out[0], out[1], total[at:]
+        ``accumulate`` and ``accumulate_scalar``), each vector a float64 sum of its
+        worker's examples (``acc``), added in double in place (one concatenated copy of
+        the three, and its result, stood 4 float64 vectors of 2^b above the pass's
+        arrays: a worker's peak)."""
+        out = [None if v is None else self.comm.allreduce(v, out=v) for v in (dg, dcond)]
+        return out[0], out[1], np.asarray(self.comm.allreduce(sums), np.float64)
 
     def run(self):  # noqa: ANN201 (a generator of each pass's predictions)
         """Pass after pass (yielding each pass's predictions and raw scores) until VW's
