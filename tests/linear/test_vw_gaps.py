@@ -530,8 +530,8 @@ def test_string_values_under_a_scale_and_two_generated_namespaces_are_vws(
 @pytest.mark.parametrize(("flags", "text", "error"), [
     (["--spelling", "a"], "1 |a x y\n1 -2 |a z\n",
      "line 2: an importance weight is negative: '1 -2 |a z'"),
-    (["--oaa", "3", "--named_labels", "x,y,z"], "y |a x\n# a comment\n",
-     "line 2: the label section has a word that is not a number: '# a comment'"),
+    (["--oaa", "3", "--named_labels", "x,y,z"], "y |a x\nz -1 |a x\n",
+     "line 2: an importance weight is negative: 'z -1 |a x'"),
 ])
 def test_a_bad_line_of_a_rewritten_input_is_named_as_the_users(flags, text, error, tmp_path,
                                                                capfd, monkeypatch):

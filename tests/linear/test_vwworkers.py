@@ -266,8 +266,10 @@ def test_workers_apply_the_rules_to_the_input_as_given(tmp_path, monkeypatch, fl
     compiled parsers applying the rules (``_vwgen``'s rewrite, in Python, is not made)."""
     import json
 
+    from terascale.linear._vw import _vwgen
     from terascale.linear._vw._vwgen import FeatureGen
 
+    monkeypatch.setattr(_vwgen, "INPUTS", {})  # (this run's copies only: none)
     _files(tmp_path, 1, 30)
     job = json.loads(_job(monkeypatch, tmp_path, ["-d", "d0.vw", "-n", "2", *flags]))
     assert job.get("data", job["paths"]) == job["paths"] == ["d0.vw"]

@@ -21,6 +21,7 @@ The reported ``average loss`` is VW's multiclass 0/1 loss of the progressive pre
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import math
@@ -285,7 +286,6 @@ def ranged_start(bounds: list[float | None], k_classes: int, options: dict[str, 
     range in their state (``options``: the run's, its ``bits`` VW's ``-b``; ``make``:
     as :func:`split_oaa`'s), as VW's starting weights would give them (each worker's of
     ``-n N``: the job's ``range``)."""
-    import dataclasses
 
     from .._online._state import MAX_LABEL, MIN_LABEL, new_state
     from .._vw._vwonline import run_options
@@ -315,7 +315,6 @@ def split_oaa(model: Any, k_classes: int, make: Any = None) -> list[Any]:
     only that one), so the other classes' sums start at 0 in a warm start, as in VW.
     ``make``: what each learner is made as (``LinearModel``'s keyword arguments;
     ``LinearModel`` without it)."""
-    import dataclasses
 
     if make is None:
         from .._model import LinearModel as make
@@ -507,11 +506,21 @@ def _until_malformed(blocks: Iterator[Any], job: dict[str, Any], refuse: bool,
             yield blk
             continue
         stopped.append(True)
+        # VW's parser runs ahead of its learner: its lines on the label sections before
+        # the one it stops at, then its error, then the learner's lines
+        if not quiet:
+            say_stop(blk.notes, bad)
         if before > seen:
-            yield _head(blk, before - seen)
-        if not quiet:  # (after the lines of the examples before it)
-            print(malformed_note(bad), flush=True)
+            yield dataclasses.replace(_head(blk, before - seen), notes=None)
         return
+
+
+def say_stop(notes: Sequence[str] | None, bad: tuple[str, int, str, int, int]) -> None:
+    """VW's lines where its multiclass parser stops (:func:`_until_malformed`): the
+    parser's ``notes`` on the label sections before it, then its error."""
+    for note in notes or ():
+        _say(note)
+    print(malformed_note(bad), flush=True)
 
 
 def malformed_error(bad: tuple[str, int, str, int, int]) -> DataError:
@@ -580,7 +589,6 @@ def _mended(paths: list[str], bad: tuple[str, int, str, int, int],
 
 def _head(blk: Any, j: int) -> Any:
     """Block ``blk``'s first ``j`` examples."""
-    import dataclasses
 
     nnz = int(blk.indptr[j])
     return dataclasses.replace(
@@ -1129,7 +1137,6 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     first class's learner state, and the run's counters (``totals``: its per-pass sums;
     ``progress``: where its table stopped; ``t0``: -i's ``t``, which VW carries on;
     ``initial_t``: VW's ``--initial_t``, or -i's, which its header keeps)."""
-    import dataclasses
     from types import SimpleNamespace
 
     from .._vw._vwmodel import run_counters

@@ -185,8 +185,8 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
         _Table,
         _write_readable,
         malformed_error,
-        malformed_note,
         print_test_block,
+        say_stop,
         start_t,
     )
     from .._holdout import EarlyStop, Holdout, holdout_period
@@ -255,15 +255,18 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
             n = len(labels)
             if bad is not None and seen + n > bad[4]:
                 stopped, n = True, bad[4] - seen
+                # VW's parser runs ahead of its learner: its lines on the label sections
+                # before the one it stops at, then its error, then the learner's lines
+                if not quiet:
+                    say_stop(b[7] if p == 0 else None, bad)
+                b = (*b[:7], None, *b[8:])
             hold = holdout(seen, n, b[8]) if period else np.zeros(n, np.bool_)
             seen += n
             if n:
                 _block(fast, b, n, p, hold, learners, index, table, job, test, opts, kind,
                        float(rate), l2, how, clips, out, raw, names)
             del b, indptr, labels, weights  # (before the next chunk's parse: _parsed)
-            if stopped:  # (VW's run ends where its parser stopped, its error after the
-                if not quiet:  # lines of the examples before it)
-                    print(malformed_note(bad), flush=True)
+            if stopped:  # (VW's run ends where its parser stopped)
                 break
         if stopped:
             break
