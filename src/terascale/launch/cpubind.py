@@ -22,8 +22,7 @@ Opt out with ``TERASCALE_NO_CPU_BIND=1`` in the launcher's environment (or
 ``LaunchOptions(cpu_bind=False)``): e.g. when the workers set their own affinity, or one
 worker should have every core while the others mostly wait. ``terascale linear train -n N``
 launches its workers unbound for both reasons: each runs reader and statistics threads, and
-in a chained pass one worker learns while the others wait (bound and unbound side by side:
-``docs/benchmarks/linear-wide.md``).
+in a chained pass one worker learns while the others wait.
 """
 
 from __future__ import annotations

@@ -239,7 +239,7 @@ class TrainOptions:
         after a few passes; started from an average of N online learners it ends elsewhere
         than one worker's. Chained, the online pass ends at one worker's learner
         (exactly), so N workers end the recipe at one worker's model (the comparison:
-        ``docs/benchmarks/linear-wide.md``, "More workers, same recipe, same test loss").
+        ``docs/benchmarks/linear-wide.md``, "More workers, the same test loss").
 
         Parameters
         ----------
