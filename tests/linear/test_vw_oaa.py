@@ -178,6 +178,22 @@ def _same(tmp_path, exts) -> None:
         assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
 
 
+def _ts_as_vw(tmp_path, capfd, monkeypatch, args: list[str], vw, exts) -> None:
+    """``terascale vw ARGS`` (its files ``ts.*``) succeeds with VW's run ``vw``'s standard
+    output (its lines in any order: VW's parser thread prints as it runs ahead of the
+    learner), progress table, ``EXT`` files for each of ``exts`` and model (``ts.m``)."""
+    from terascale.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    capfd.readouterr()
+    assert main(["vw", *args]) == 0
+    out, err = capfd.readouterr()
+    assert sorted(out.splitlines()) == sorted(vw.stdout.splitlines())
+    assert _table_on(err) == _table_on(vw.stderr)
+    _same(tmp_path, exts)
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+
+
 def _trained_as_vw(tmp_path, capfd, monkeypatch, flags: list[str]) -> None:
     """``-d d.vw FLAGS`` through both tools: VW's table, -p, -r, readable model and model
     (after its version string)."""
@@ -576,17 +592,7 @@ def test_oaa_label_word_with_no_integer_is_read_as_vw_and_ends_the_input(
     first = word.split()[0]
     assert (f"'{first}' is not a good int" in vw.stdout) != first.isdigit()
     assert "Malformed example" in vw.stdout
-    from terascale.cli import main
-
-    monkeypatch.chdir(tmp_path)
-    capfd.readouterr()
-    assert main(["vw", *args("ts")]) == 0
-    out, err = capfd.readouterr()
-    # (VW's parser thread prints as it runs ahead of the learner: the order varies)
-    assert sorted(out.splitlines()) == sorted(vw.stdout.splitlines())
-    assert _table_on(err) == _table_on(vw.stderr)
-    _same(tmp_path, ("p", "r"))
-    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+    _ts_as_vw(tmp_path, capfd, monkeypatch, args("ts"), vw, ("p", "r"))
 
 
 @pytest.mark.parametrize(("numba", "flags"), [(False, []), more(True, []),
@@ -610,16 +616,7 @@ def test_oaa_weight_word_that_is_no_number_is_read_as_vw(numba, flags, tmp_path,
     vw = subprocess.run([sys.executable, "-m", "vowpalwabbit", *args("vw")], cwd=tmp_path,
                         capture_output=True, text=True, timeout=120)
     assert vw.returncode == 0 and "'id17' is not a good float" in vw.stdout, vw.stderr
-    from terascale.cli import main
-
-    monkeypatch.chdir(tmp_path)
-    capfd.readouterr()
-    assert main(["vw", *args("ts")]) == 0
-    out, err = capfd.readouterr()
-    assert sorted(out.splitlines()) == sorted(vw.stdout.splitlines())
-    assert _table_on(err) == _table_on(vw.stderr)
-    _same(tmp_path, ("p",))
-    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+    _ts_as_vw(tmp_path, capfd, monkeypatch, args("ts"), vw, ("p",))
 
 
 def test_oaa_bad_line_before_where_vw_stops_names_the_users_file(tmp_path, capfd,
