@@ -48,10 +48,11 @@ import weakref
 from collections import deque
 from collections.abc import Iterator
 
-import numpy as np
-
 from ._background import background
 from ._errors import TerascaleError
+from ._lazy import lazy_module
+
+np = lazy_module("numpy", globals(), "np")  # (mapping needs none: the VW learner's table)
 
 __all__ = ["Prefault", "give_back", "give_back_library", "grown", "mapping", "prefaulting",
            "spare_core", "zeros"]

@@ -373,15 +373,6 @@ def _unexpected(lab: np.ndarray, warns: str | None,
     return of_loss, of_binary
 
 
-def warned_labels(labels: np.ndarray, *, loss: str, binary: bool) -> np.ndarray:
-    """Which of ``labels`` :func:`label_warnings` may print a line on (those of weight 0
-    included)."""
-    from .._losstable import loss_spec
-
-    of_loss, of_binary = _unexpected(labels, loss_spec(loss).warns, binary)
-    return of_loss | of_binary
-
-
 def label_notes(notes: tuple[str, ...] | list[str], out: TextIO) -> None:
     """VW's lines on the label sections of a block's text (:attr:`.Block.notes`), printed
     on standard output before its examples are learned from, on the first pass only (VW

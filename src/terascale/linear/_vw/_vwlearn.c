@@ -14,10 +14,11 @@
  * float32, indexed by the hashed feature, as the parser (_vwfast.parse) emits it.
  *
  * A loss is its code in terascale.linear._losstable (the low 3 bits; quantile's tau in
- * bits 4..39 in millionths; RAW_LABELS, FIXED_RANGE); how a loss reads labels and clips
- * predictions is the table's (its by_sign and clip rows, passed in by the caller), the
- * branches below are each code's formulas: LOSS_CODES (the module's constant) lists the
- * codes they cover (expectile's runs the numba pass); another code raises ValueError.
+ * bits 4..39 in millionths; RAW_LABELS, FIXED_RANGE, HEADER_RANGE); how a loss reads
+ * labels and clips predictions is the table's (its by_sign and clip rows, passed in by
+ * the caller), the branches below are each code's formulas: LOSS_CODES (the module's
+ * constant) lists the codes they cover (expectile's runs the numba pass); another code
+ * raises ValueError.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -30,6 +31,7 @@
 
 #define RAW_LABELS 8LL
 #define FIXED_RANGE (1LL << 40)
+#define HEADER_RANGE (1LL << 41)
 /* the learner's state fields (terascale.linear._online._state) */
 enum { TOTAL_WEIGHT, SUM_NORM_X, CONTRACTION, GRAVITY, MIN_LABEL, MAX_LABEL,
        UPDATE_MULTIPLIER, STATE_SIZE };
@@ -432,17 +434,20 @@ static const char *learn_checks(const Py_buffer *bp, const Py_buffer *bi, const 
     return NULL;
 }
 
-/* The learner's settings for loss code ``kind`` (its RAW_LABELS and FIXED_RANGE bits
- * included) at rate ``eta``; 0 where the code is unknown. */
+/* The learner's settings for loss code ``kind`` (its RAW_LABELS, FIXED_RANGE and
+ * HEADER_RANGE bits included) at rate ``eta``; 0 where the code is unknown. */
 static int learn_settings(settings *st, long long kind, const int64_t *by_sign,
                           const int64_t *clips, double eta, double power_t, double l1,
                           double l2) {
-    st->kind = kind & ~(RAW_LABELS | FIXED_RANGE);
+    st->kind = kind & ~(RAW_LABELS | FIXED_RANGE | HEADER_RANGE);
     int raw_labels = (kind & RAW_LABELS) != 0, fixed_range = (kind & FIXED_RANGE) != 0;
     if (by_sign[st->kind & 7] < 0 || clips[st->kind & 7] < 0)
         return 0;
     st->sign = by_sign[st->kind & 7] == 1 && !raw_labels;
     st->clip = (int)clips[st->kind & 7];
+    /* (-i's VW model's header range: the labels' range from there, not [-50, 50] too) */
+    if ((kind & HEADER_RANGE) && st->clip == 2)
+        st->clip = 1;
     st->track = st->clip != 0 && !fixed_range;
     if (fixed_range) /* (--min_prediction/--max_prediction: VW clips every loss there) */
         st->clip = 1;

@@ -105,6 +105,7 @@ from ..._cext import load
 from ..._errors import ConfigError, DataError
 from ..._lazy import lazy_module
 from .._f32 import f32
+from .._online._progress import any_warned
 from . import VWFAST, dense_table
 
 np = lazy_module("numpy", globals(), "np")
@@ -720,20 +721,14 @@ class _Pass:
     def __init__(self, fast: Any, opts: Any, eta: float, table: Any, state: Any, prog: Any,
                  writers: list, how: str, period: int, raw: bool, first: bool, binary: bool,
                  offset: int = 0, audit: Any = None) -> None:
-        from .._losstable import _BY_SIGN, _CLIP, _CLIPS, HEADER_RANGE, loss_spec
-        from .._online._progress import any_warned
+        from .._losstable import _BY_SIGN, _CLIP, loss_spec
 
-        self.any_warned = any_warned
         self.fast, self.opts, self.eta, self.table, self.state = fast, opts, eta, table, state
         self.prog, self.writers, self.how, self.period = prog, writers, how, period
         self.raw, self.first, self.binary = raw, first, binary
         self.offset = offset  # (the input's examples before these chunks: the holdout's)
         self.kind, self.l2 = opts.online_kind(), opts.online_l2(0.0)
         self.signs, self.clips = _BY_SIGN, _CLIP
-        if self.kind & HEADER_RANGE:  # (the compiled learner reads the clip rule here)
-            self.kind &= ~HEADER_RANGE
-            wide, labels = _CLIPS.index("labels50"), _CLIPS.index("labels")
-            self.clips = array("q", [labels if c == wide else c for c in _CLIP])
         self.out = prog.out
         # (VW's lines on the labels the loss does not expect, on standard output)
         self.warn = self.out is not None and (bool(loss_spec(opts.loss).warns) or binary)
@@ -748,7 +743,6 @@ class _Pass:
         self.rows = np.frombuffer(table, np.float32).reshape(-1, 3) if audit is not None \
             else None
         self.one = array("d", [0.0])
-        self.warned: Any = None  # (the chunk's labels warned of, audited)
 
     def _learn(self, b: tuple, hold: Any, start: int, end: int, pred: Any,
                acc: array) -> None:
@@ -783,9 +777,8 @@ class _Pass:
 
             around = learner_notes(self.notes[start:end], self._numbers(b, hold, start, end))
             around = {start + i: lines for i, lines in around.items()}
-        if self.warn and (around or (
-                self.any_warned(memoryview(b[3])[start:end], opts.loss, self.binary)
-                if self.warned is None else self.warned[start:end].any())):
+        if self.warn and (around or any_warned(memoryview(b[3])[start:end], opts.loss,
+                                               self.binary)):
             from .._online._progress import label_warnings  # (numpy: a line to print)
 
             label_warnings(np.asarray(b[3]), np.asarray(b[4]),
@@ -857,11 +850,6 @@ class _Pass:
             # progress table is printed (VW's logger is quiet with it under --quiet)
             self.notes = array("i", bytes(4 * n)) if lines else _NO_NOTES
             self.cum_n = cum_n
-            if self.warn and self.audit is not None:  # (a call an example otherwise)
-                from .._online._progress import warned_labels
-
-                self.warned = warned_labels(np.asarray(labels), loss=self.opts.loss,
-                                            binary=self.binary)
             start = 0
             while start < n:
                 end, at = n, -1
@@ -905,16 +893,11 @@ class _Pass:
 
 def _table(bits: int) -> memoryview:
     """VW's dense table of ``2**bits`` rows of (weight, adaptive sum, normalizer), float32
-    zeros as one flat buffer: a private anonymous mapping on 4 KiB pages, whose pages the
-    kernel hands out on first touch, so a row no example reaches costs no memory (as
-    ``dense_table``'s, without numpy)."""
-    import mmap
+    zeros as one flat buffer: :func:`.dense_table`'s mapping (4 KiB pages, handed out on
+    first touch: a row no example reaches costs no memory), without numpy."""
+    from ..._pages import mapping
 
-    mm = mmap.mmap(-1, 12 << bits, flags=mmap.MAP_PRIVATE,
-                   prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    if hasattr(mmap, "MADV_NOHUGEPAGE"):
-        mm.madvise(mmap.MADV_NOHUGEPAGE)
-    return memoryview(mm).cast("f")
+    return memoryview(mapping(12 << bits, huge=False)).cast("f")
 
 
 # the compiled calls' empty buffers: no predictions, no holdout, no --ignore_linear counts
