@@ -1375,15 +1375,8 @@ static PyObject *vw_link(PyObject *self, PyObject *args) {
     float *dst = bd.buf;
     Py_ssize_t n = bs.len / 4;
     Py_BEGIN_ALLOW_THREADS
-    if (code == 0)
-        for (Py_ssize_t i = 0; i < n; i++)
-            dst[i] = 1.0f / (1.0f + expf(-src[i]));
-    else if (code == 1)
-        for (Py_ssize_t i = 0; i < n; i++)
-            dst[i] = 2.0f / (1.0f + expf(-src[i])) - 1.0f;
-    else
-        for (Py_ssize_t i = 0; i < n; i++)
-            dst[i] = expf(src[i]);
+    for (Py_ssize_t i = 0; i < n; i++)
+        dst[i] = vw_link32(code, src[i]);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&bs);
     PyBuffer_Release(&bd);

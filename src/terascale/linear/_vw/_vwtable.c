@@ -200,14 +200,8 @@ PyObject *vw_predicted(PyObject *self, PyObject *args) {
         float s = (float)src[i];
         if (code == -2)
             dst[i] = src[i] > 0 ? 1.0 : -1.0;
-        else if (code == -1)
-            dst[i] = (double)s;
-        else if (code == 0)
-            dst[i] = (double)(1.0f / (1.0f + expf(-s)));
-        else if (code == 1)
-            dst[i] = (double)(2.0f / (1.0f + expf(-s)) - 1.0f);
         else
-            dst[i] = (double)expf(s);
+            dst[i] = (double)(code == -1 ? s : vw_link32(code, s));
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&bs);
