@@ -216,18 +216,17 @@ class Replay:
         from .._holdout import Holdout
 
         self.run, self.chunk, self.inputs = run, chunk, inputs
-        labels, weights, n = chunk[3], chunk[4], len(chunk[3])
-        hold = Holdout(run.period)(0, n, chunk[8]) if run.period else np.zeros(n, np.bool_)
-        self.hold = hold.view(np.uint8) if run.period else np.zeros(0, np.uint8)
-        unl = np.isnan(labels)
-        kept = unl | ~hold
-        feats = np.diff(chunk[0])
-        if chunk[9] is not None:
-            feats = feats + chunk[9]
+        n = len(chunk[3])
+        self.hold = (Holdout(run.period, run.offset, raw=True)(0, n, chunk[8]) if run.period
+                     else bytearray())
         # each pass's counts (_Pass.learn's ``counted`` but the label sum) and the weight
-        # its examples add to the progress table's (``cum_w``'s last step)
-        self.counted = (float(weights[unl].sum()), int(kept.sum()), int(feats[kept].sum()))
-        self.step = float(np.cumsum(np.where(kept, weights, 0.0), dtype=np.float64)[-1])
+        # its examples add to the progress table's (``cum_w``'s last step): the compiled
+        # ``counts`` that _Pass.learn takes them from, over the chunk once
+        sums, cum_w, none = array("d", bytes(48)), array("d", bytes(8 * n)), array("q")
+        run.fast.counts(chunk[0], chunk[3], chunk[4], self.hold,
+                        chunk[9] if chunk[9] is not None else none, sums, cum_w, none, 0.0, 0)
+        self.counted = (sums[0], int(sums[1]), int(sums[2]))
+        self.step = cum_w[n - 1]
         self.rows = np.zeros((max(most, 1), 16))
 
     @classmethod
