@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "_vwlearn.h"
+#include "_vwtable.h"
 
 #define RAW_LABELS 8LL
 #define FIXED_RANGE (1LL << 40)
@@ -601,7 +602,7 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
  * float eta of the pass before) by the float decay; then learns from the chunk's examples
  * and adds, in double and in turn, every labelled example not held out's label x weight to
  * carry[0] (Progress.label_sum), every unlabelled one's weight to carry[1] and every
- * one's to carry[2] (Progress.seen_sums). rows (R x PASS_ROW doubles) gets, a row a pass:
+ * one's to carry[2] (Progress.seen_sums): counts' sums 3-5 (_vwtable.c's chunk_counts). rows (R x PASS_ROW doubles) gets, a row a pass:
  * the pass's six sums (its holdout loss and weight from sums[8:10], which start over:
  * Progress.pass_over), three slots the caller fills, carry[0], the run's loss and
  * labelled weight (sums[0:2]), carry[1], carry[2], the pass's rate and the loss since
@@ -644,14 +645,9 @@ PyObject *vw_passes(PyObject *self, PyObject *args) {
             memset(seg, 0, sizeof seg);
             bad = learn_range(bp.buf, bi.buf, bv.buf, labels, weights, 0, n, bt.buf, rows,
                               bs.buf, &st, seg, NULL, NULL, hold, sums, NULL, &noted);
-            for (Py_ssize_t i = 0; i < n; i++) {
-                double w = weights[i];
-                if (isnan(labels[i]))
-                    carry[1] += w;
-                else if (!(hold && hold[i]))
-                    carry[0] += (double)labels[i] * w;
-                carry[2] += w;
-            }
+            double c[6] = {0.0, 0.0, 0.0, carry[0], carry[1], carry[2]};
+            chunk_counts(bp.buf, labels, weights, hold, NULL, n, c, NULL, NULL, 0.0, 0);
+            carry[0] = c[3], carry[1] = c[4], carry[2] = c[5];
             memcpy(row, seg, 6 * sizeof *row);
             row[2] = sums[8];
             row[3] = sums[9];

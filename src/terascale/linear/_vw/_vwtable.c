@@ -12,6 +12,41 @@
 
 #include "_vwtable.h"
 
+/* counts' sums over the chunk's n examples (its arguments as buffers; hold, ignored,
+ * cum_w, cum_n NULL for none): also what _vwlearn.c's passes adds each pass */
+void chunk_counts(const int64_t *indptr, const float *labels, const float *weights,
+                  const uint8_t *hold, const int64_t *ignored, Py_ssize_t n, double *sums,
+                  double *cum_w, int64_t *cum_n, double seen_w, long long seen_n) {
+    double local = 0.0;
+    int64_t kept_n = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double w = (double)weights[i];
+        int unl = isnan(labels[i]);
+        int held = hold && hold[i];
+        int kept = unl || !held;
+        if (unl) {
+            sums[0] += w;
+            sums[4] += w;
+        }
+        sums[5] += w;
+        if (kept) {
+            int64_t f = indptr[i + 1] - indptr[i] + (ignored ? ignored[i] : 0);
+            sums[1] += 1.0;
+            sums[2] += (double)f;
+            kept_n++;
+            local += w;
+        }
+        if (!unl && !held) {
+            double lw = (double)labels[i] * w;
+            sums[3] += lw;
+        }
+        if (cum_w)
+            cum_w[i] = seen_w + local;
+        if (cum_n)
+            cum_n[i] = seen_n + kept_n;
+    }
+}
+
 /* counts(indptr, labels, weights, hold, ignored, sums, cum_w, cum_n, seen_w, seen_n):
  * over a chunk of n examples (hold: a byte each, nonzero where held out, empty for none;
  * ignored: --ignore_linear's int64 count each, empty for none), adds to sums (doubles,
@@ -36,41 +71,9 @@ PyObject *vw_counts(PyObject *self, PyObject *args) {
         (bi.len && bi.len / 8 < n) || bs.len < 6 * 8 || (bc.len && bc.len / 8 < n) ||
         (bn.len && bn.len / 8 < n))
         err = "counts: a buffer is shorter than the chunk's examples";
-    if (!err) {
-        const int64_t *indptr = bp.buf, *ignored = bi.len ? bi.buf : NULL;
-        const float *labels = bl.buf, *weights = bw.buf;
-        const uint8_t *hold = bh.len ? bh.buf : NULL;
-        double *sums = bs.buf, *cum_w = bc.len ? bc.buf : NULL;
-        int64_t *cum_n = bn.len ? bn.buf : NULL;
-        double local = 0.0;
-        int64_t kept_n = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            double w = (double)weights[i];
-            int unl = isnan(labels[i]);
-            int held = hold && hold[i];
-            int kept = unl || !held;
-            if (unl) {
-                sums[0] += w;
-                sums[4] += w;
-            }
-            sums[5] += w;
-            if (kept) {
-                int64_t f = indptr[i + 1] - indptr[i] + (ignored ? ignored[i] : 0);
-                sums[1] += 1.0;
-                sums[2] += (double)f;
-                kept_n++;
-                local += w;
-            }
-            if (!unl && !held) {
-                double lw = (double)labels[i] * w;
-                sums[3] += lw;
-            }
-            if (cum_w)
-                cum_w[i] = seen_w + local;
-            if (cum_n)
-                cum_n[i] = seen_n + kept_n;
-        }
-    }
+    if (!err)
+        chunk_counts(bp.buf, bl.buf, bw.buf, bh.len ? bh.buf : NULL, bi.len ? bi.buf : NULL,
+                     n, bs.buf, bc.len ? bc.buf : NULL, bn.len ? bn.buf : NULL, seen_w, seen_n);
     PyBuffer_Release(&bp);
     PyBuffer_Release(&bl);
     PyBuffer_Release(&bw);

@@ -9,6 +9,13 @@ PyObject *vw_records(PyObject *self, PyObject *args);
 PyObject *vw_restore(PyObject *self, PyObject *args);
 PyObject *vw_predicted(PyObject *self, PyObject *args);
 
+#include <stdint.h>
+
+/* counts' sums over a chunk of n examples, with C arrays (NULL: none) */
+void chunk_counts(const int64_t *indptr, const float *labels, const float *weights,
+                  const uint8_t *hold, const int64_t *ignored, Py_ssize_t n, double *sums,
+                  double *cum_w, int64_t *cum_n, double seen_w, long long seen_n);
+
 #include <math.h>
 
 /* VW's --link of a float score, in float: code 0 logistic, 1 glf1, 2 poisson (_vwfast's
