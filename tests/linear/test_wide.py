@@ -73,9 +73,12 @@ def test_the_dense_rows_free_the_pages_they_hand_back():
                 return int(head[1]) * 1024
         raise AssertionError("the rows' mapping is not in /proc/self/smaps")
 
-    assert resident() >= 12 << 18
+    # the kernel may merge the rows' mapping with a neighbouring anonymous one, whose pages
+    # its Rss then counts too: what is checked is what the release took away
+    before = resident()
+    assert before >= 12 << 18
     rows.release_from(1 << 17)
-    assert resident() <= (12 << 17) + 4096
+    assert before - resident() >= (12 << 17) - 4096
     assert not rows.rows[(1 << 17) + 1:].any() and rows.rows[:1 << 17].all()
 
 

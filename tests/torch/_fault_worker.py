@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 
 import torch
@@ -91,6 +92,14 @@ def main() -> None:
     torch.set_num_threads(1)
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=deadline))
     rank = dist.get_rank()
+    if rank != FAILING:
+        # torchrun's agent stops the other workers (SIGTERM) at its first poll after rank 1
+        # failed, which may be a moment later: a survivor that has not reported yet gets 10 s
+        # to do it (what is under test is what it reports, not the agent's timing)
+        def stopped(signum: int, frame: object) -> None:
+            threading.Timer(10.0, os._exit, (128 + signum,)).start()
+
+        signal.signal(signal.SIGTERM, stopped)
     net, opt = model(mode)
     g = torch.Generator().manual_seed(rank)
     for i in range(FAIL_STEP + 3):

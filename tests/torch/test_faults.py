@@ -58,11 +58,10 @@ def _job(launcher: str, backend: str, fault: str, mode: str, n: int = 2
     """(launcher's exit status, its whole output, each rank's FAULT-REPORT)."""
     args = [str(WORKER), backend, fault, mode, str(DEADLINE)]
     if launcher == "torchrun":
-        # The agent polls its workers every --monitor-interval and stops the others once one
-        # has failed; the survivors must have time to report what they saw before that, also
-        # on a loaded host (1 s was too little once in a CI run: the survivor was stopped
-        # before its report). A survivor that raises ends the job itself, so the wait costs
-        # at most one interval.
+        # The agent polls its workers every --monitor-interval and stops the others (SIGTERM)
+        # once one has failed, maybe a moment after the failure: a survivor defers that stop
+        # by 10 s (_fault_worker.py) to report what it saw. A survivor that raises ends the
+        # job itself, so the interval costs nothing.
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(n),
                "--master-port", str(_free_port()), "--monitor-interval", "3", *args]
     else:
