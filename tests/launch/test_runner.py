@@ -85,6 +85,16 @@ def test_groups_blame_a_rank_whose_group_left_early() -> None:
                            "still needed it)")
 
 
+def test_a_leaver_named_by_the_echoes_is_blamed_whenever_its_exit_was_seen() -> None:
+    """On a loaded host the watcher of a rank that left with status 0 may wake after the
+    echoes of its leaving ended: the rank they name is blamed all the same."""
+    echo = ("PeerLost: rank 0: allreduce #4 lost peer rank 2 (connection closed)\n",)
+    workers = [_Timed(0.0, 1, echo), _Timed(0.0, 1, echo), _Timed(0.1, 0)]
+    v = watch(workers, settle=0.05)
+    assert v.blame is not None and v.blame.ranks == [2], v
+    assert v.blame.why.startswith("rank 2 left the job early")
+
+
 def test_groups_keep_an_echo_whose_cause_failed_silently() -> None:
     workers = [_Timed(0.0, 1, ("PeerLost: lost peer rank 2 (connection reset)\n",), rank=1,
                       echo=True),

@@ -239,8 +239,12 @@ def watch(workers: Sequence[Worker], *, offset: int = 0, stop: threading.Event |
     blame = blame_stall(tails, [offset + e[1] for e in primary], [offset + r for r in left],
                         [offset + r for r in left if workers[r].stopped()])
     if blame is None and not primary:  # echoes of a rank that left early?
+        # a rank the echoes name counts whenever its exit 0 was seen: each exit is timed when
+        # its watcher thread wakes, which on a loaded host can be after the echo's
+        named_ranks = {echoed(tail) for tail in tails.values()}
         with lock:
-            leavers = [offset + e[1] for e in sorted(exits) if e[2] == 0 and e[0] <= bad[0][0]]
+            leavers = [offset + e[1] for e in sorted(exits) if e[2] == 0 and
+                       (e[0] <= bad[0][0] or offset + e[1] in named_ranks)]
         blame = blame_leaver(tails, leavers)
     return Verdict(code, failed, blame)
 
