@@ -12,9 +12,10 @@ import no numpy either (numpy alone is ~16 MB of a process: 1.2M click lines at 
 with ``-p`` peaked at 38 MB with it, 24 MB without, VW 39 MB): the parser's arrays are typed
 memoryviews, the table an anonymous mapping, a chunk's counts for the table and the
 closing block, ``-p``'s values and the model's records are the compiled core's
-(``_vwtable.c``); a run that needs numpy elsewhere (the cache, ``-i``, ``-t``,
-``--oaa``, ``--binary``, ``--readable_model``, text the compiled parser declines)
-imports it where it does.
+(``_vwtable.c``); nor do its passes over the cache, which write it and read it
+(``_vwpasses``: the records encoded and decoded by the compiled core, ``_vwbits.c``); a
+run that needs numpy elsewhere (``-i``, ``-t``, ``--oaa``, ``--binary``,
+``--readable_model``, text the compiled parser declines) imports it where it does.
 
 ``--passes N`` (with ``-c``, ``-k``, ``--cache_file``, or none: terascale caches the
 parsed text itself, as the numba pass does) runs there too, as ``_recipe._online_passes``
