@@ -87,7 +87,10 @@ update's cache misses are the same), so it is taken wherever it covers a run the
 than the dense table. ``--passes N -c --loss_function logistic`` (2 cores at load 8-10,
 ``/usr/bin/time``; the run that writes the cache, then one that reads it): 20k click-like
 lines, 5 passes, 0.6 s and 36.9 MB, 35.3 MB, peak against VW's 0.5 s and 35.5 MB and the
-numba pass's 1.1-1.5 s and 153-159 MB; 1M lines of 20 Zipf ids at ``-b 24``, 3 passes,
+numba pass's 1.1-1.5 s and 153-159 MB (without numpy, the 20k click lines of
+``benchmarks/heldout_shapes.py``, 5 passes, load 10-12: 29.8 MB and 27.0 MB, medians of 3,
+VW's 39.0 and 38.5 MB; 1.2M of them, 3 passes, writing the cache: 30.6 MB, VW's 40.6 MB,
+``click-b18-passes``); 1M lines of 20 Zipf ids at ``-b 24``, 3 passes,
 5.6 s and 286 MB, 4.4 s and 261 MB, against VW's 15-16 s and 323 MB and the numba pass's
 10.9 s and 311 MB, 4.4 s and 288 MB.
 ``TERASCALE_NO_CEXT=1`` turns it off with the rest of the compiled core.
