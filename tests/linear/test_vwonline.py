@@ -571,8 +571,8 @@ def test_a_one_line_run_imports_no_numba(tmp_path, extra):
 @built
 def test_common_one_worker_runs_import_no_numpy(tmp_path):
     """The compiled learner's common runs (text or gzip in; -f, -p, -r, -q, --link, the
-    progress table) import neither numpy nor numba: a module-level import of either on
-    their path fails here."""
+    progress table; passes that write the cache, then read it) import neither numpy nor
+    numba: a module-level import of either on their path fails here."""
     import gzip
 
     text = "\n".join(_lines(300, 3, "sign")) + "\n"
@@ -580,8 +580,13 @@ def test_common_one_worker_runs_import_no_numpy(tmp_path):
     (tmp_path / "d.vw.gz").write_bytes(gzip.compress(text.encode()))
     runs = [["-d", "d.vw", "-f", "m", "-p", "p", "-r", "r", "--loss_function", "logistic"],
             ["-d", "d.vw.gz", "-b", "18", "-q", "ab", "-f", "m2", "--quiet"],
-            ["-d", "d.vw", "--link", "logistic", "-p", "p2", "--holdout_off", "--quiet"]]
+            ["-d", "d.vw", "--link", "logistic", "-p", "p2", "--holdout_off", "--quiet"],
+            *[["-d", "d.vw", "--passes", "3", "-c", "--cache-dir", "c", "-f", f"m{k}",
+               "--quiet"] for k in (3, 4)]]
+    os.chmod(tmp_path, 0o700)
     assert vw_in_one_process(runs, tmp_path, ("numpy", "numba", "llvmlite")) == []
+    assert (tmp_path / "m3").read_bytes() == (tmp_path / "m4").read_bytes()
+    assert len(os.listdir(tmp_path / "c")) == 1  # (written, then read)
     assert (tmp_path / "m").stat().st_size > 0 and (tmp_path / "p2").stat().st_size > 0
 
 

@@ -185,6 +185,93 @@ def test_the_cache_kernels_are_the_numba_kernels():
         FAST.mark(marks[1], np.array([64], np.uint32))
 
 
+def _block(rng, bits: int, case: int) -> tuple:
+    """A parsed block's arrays (indptr, indices, values, labels, weights, tag_ptr,
+    tag_blob, blanks, ignored) of every kind a record stores: long rows, float labels
+    (-0.0 among them), weights, tags, empty lines and ``--ignore_linear`` counts."""
+    n = int(rng.integers(0, 200))
+    lens = rng.integers(0, 30, n)
+    if n and case in (1, 5):
+        lens[0] = 70000 if case == 1 else 300  # (counts of 4 and 2 bytes)
+    indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    nnz = int(indptr[-1])
+    indices = rng.integers(0, 1 << bits, nnz, dtype=np.uint64).astype(np.uint32)
+    values = np.where(rng.random(nnz) < 0.5, 1.0, rng.normal(size=nnz)).astype(np.float32)
+    labels = (rng.choice([-1.0, 1.0, 0.0, np.nan], n) if case % 2 == 0
+              else rng.normal(size=n)).astype(np.float32)
+    if n and case == 6:
+        labels[0] = -0.0  # (a float: VW prints it -0.0000)
+    weights = (np.ones(n) if case < 2 else rng.random(n) * 3).astype(np.float32)
+    tag_ptr = tag_blob = None
+    if case in (3, 7):
+        tag_ptr = np.concatenate([[0], np.cumsum(rng.integers(0, 5, n))]).astype(np.int64)
+        tag_blob = rng.integers(32, 127, int(tag_ptr[-1])).astype(np.uint8)
+    blanks = (np.sort(rng.integers(0, n + 1, int(rng.integers(1, 5)))).astype(np.int64)
+              if case >= 4 else None)
+    ignored = rng.integers(0, 3, n).astype(np.int64) if case in (4, 7) else None
+    return indptr, indices, values, labels, weights, tag_ptr, tag_blob, blanks, ignored
+
+
+@built
+@pytest.mark.parametrize("bits", [1, 7, 18, 24, 32])
+def test_the_compiled_records_are_the_numpy_records(bits):
+    """The compiled core encodes a block into the bytes numpy's encoder writes, and
+    decodes a record into the arrays numpy's decoder reads (as typed memoryviews: no
+    numpy), so a cache is the same whichever wrote it."""
+    from terascale.linear._io._cachefmt import (
+        decode_blanks,
+        decode_block,
+        decode_chunk,
+        decode_ignored,
+        encode_block,
+        encode_numpy,
+    )
+
+    rng = np.random.default_rng(bits)
+    for case in range(8):
+        arrays = _block(rng, bits, case)
+        indptr, *_, tag_ptr, tag_blob, blanks, ignored = arrays
+        n, nnz = len(indptr) - 1, int(indptr[-1])
+        rec, flags, ntag = encode_block(*arrays[:7], bits, blanks, ignored)
+        assert (rec, flags, ntag) == encode_numpy(*arrays[:7], bits, blanks, ignored), case
+        buf = np.frombuffer(rec, np.uint8)
+        want = list(decode_block(buf, n, nnz, flags, ntag, bits))
+        if want[5] is None:  # (no tags: a chunk's are zeros and no bytes)
+            want[5:7] = np.zeros(n + 1, np.int64), np.zeros(0, np.uint8)
+        want += [decode_blanks(buf, n, nnz, flags, ntag, bits),
+                 decode_ignored(buf, n, nnz, flags, ntag, bits)]
+        got = decode_chunk(rec, n, nnz, flags, ntag, bits, ("a note",))
+        assert got[7] == ("a note",)
+        for k, (a, b) in enumerate(zip(want, got[:7] + got[8:])):
+            assert (a is None) == (b is None), (case, k)
+            if a is not None:
+                assert isinstance(b, memoryview) and b.itemsize == a.itemsize, (case, k)
+                assert a.tobytes() == b.tobytes(), (case, k)
+        if np.any(arrays[2] != 1.0):  # (a value section cut short: an error)
+            with pytest.raises(ValueError, match="bitmap"):
+                decode_chunk(rec[:-4], n, nnz, flags, ntag, bits)
+    with pytest.raises(ValueError, match="indptr must be an array of int64"):
+        encode_block(np.zeros(1, np.int32), *_block(rng, bits, 0)[1:7], bits)
+
+
+def test_a_cache_index_and_features_are_np_save_files(tmp_path):
+    """The cache's ``.npy`` files, written without numpy, are ``np.save``'s bytes, and
+    read back as ``np.load`` reads them."""
+    from terascale.linear._io._npyfile import npy_header, read_rows
+
+    for arr in (np.arange(60, dtype=np.int64).reshape(10, 6) * 12345678901,
+                np.zeros((0, 6), np.int64), np.arange(7, dtype=np.uint32),
+                np.zeros(0, np.uint32), np.arange(10**5, dtype=np.uint32)):
+        np.save(tmp_path / "a.npy", arr)
+        assert (tmp_path / "a.npy").read_bytes() == \
+            npy_header(arr.dtype.str, arr.shape) + arr.tobytes()
+        if arr.ndim == 2:
+            assert read_rows(str(tmp_path / "a.npy"), 6) == [tuple(r) for r in arr.tolist()]
+    np.save(tmp_path / "b.npy", np.zeros((2, 5), np.int64))
+    with pytest.raises(ValueError, match="of 6 columns"):
+        read_rows(str(tmp_path / "b.npy"), 6)
+
+
 def test_a_cache_of_one_block_is_read_without_a_thread(tmp_path, monkeypatch):
     """Each pass over a cache entry of one block reads it in the learner's thread (a
     thread started a pass was most of a small file's pass); an entry of more blocks is

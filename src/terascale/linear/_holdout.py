@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._lazy import lazy_module
-from ._f32 import FLT_MAX
+from ._f32 import FLT_MAX, f32
 
 np = lazy_module("numpy", globals(), "np")
 
@@ -95,7 +95,7 @@ class EarlyStop:
         arrays ``state`` (weights, adaptive sums, normalizers, learner state) have been
         restored to the saved pass. As VW, a pass without holdout examples has the loss
         FLT_MAX / 2: the first pass wins, and the passes stop ``patience`` later."""
-        loss = (float(np.float32(holdout_loss / holdout_weight)) if holdout_weight > 0
+        loss = (f32(holdout_loss / holdout_weight) if holdout_weight > 0
                 else self._FLT_MAX * 0.5)
         if loss < self.best:
             self.best, self.no_win = loss, 0

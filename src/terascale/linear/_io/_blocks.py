@@ -190,17 +190,24 @@ class Blocks:
 
 
 class FeatureSet:
-    """Accumulates the distinct indices of many blocks in bounded memory: a 2**bits bitmap
-    up to 2**26 (8 MiB), beyond that a sorted set merged block by block."""
+    """Accumulates the distinct indices of many blocks in bounded memory: a byte for each
+    of the 2**bits indices up to 2**26 (an anonymous mapping: a page costs memory once an
+    index in it is marked), beyond that a sorted set merged block by block. A dense set of
+    the compiled parser's indices (typed memoryviews) is kept without numpy
+    (:meth:`sorted_bytes`)."""
 
     def __init__(self, bits: int) -> None:
+        from ..._pages import mapping
+
         self.dense = bits <= 26
-        self.mark = np.zeros(1 << bits, np.bool_) if self.dense else None
+        self.mark = mapping(1 << bits, huge=False) if self.dense else None
         self.parts: list[np.ndarray] = []
 
-    def add(self, indices: np.ndarray) -> None:
+    def add(self, indices: np.ndarray | memoryview) -> None:
+        """Mark the block's indices (uint32)."""
         if self.mark is not None:
-            kernels().mark(self.mark, np.ascontiguousarray(indices, np.uint32))
+            kernels().mark(self.mark, indices if isinstance(indices, memoryview)
+                           else np.ascontiguousarray(indices, np.uint32))
         else:
             from ._setops import unique_sorted
 
@@ -208,9 +215,16 @@ class FeatureSet:
             if len(self.parts) > 16:
                 self.parts = [unique_sorted(np.concatenate(self.parts))]
 
-    def result(self) -> np.ndarray:
+    def sorted_bytes(self) -> bytes:
+        """The distinct indices, sorted, as little-endian uint32 bytes."""
         if self.mark is not None:
-            return np.flatnonzero(self.mark).astype(np.uint32)
+            return kernels().marked(self.mark)
+        return self.result().astype("<u4").tobytes()
+
+    def result(self) -> np.ndarray:
+        """The distinct indices, sorted (uint32)."""
+        if self.mark is not None:
+            return np.flatnonzero(np.frombuffer(self.mark, np.bool_)).astype(np.uint32)
         if not self.parts:
             return np.zeros(0, np.uint32)
         from ._setops import unique_sorted

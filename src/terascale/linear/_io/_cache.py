@@ -43,12 +43,14 @@ from ._cachefmt import (
     FIELDS,
     decode_blanks,
     decode_block,
+    decode_chunk,
     decode_ignored,
     decode_labels,
     label_bytes,
 )
 from ._cachewrite import EntryWriter
 from ._dataset import ParseOptions
+from ._npyfile import read_rows
 
 np = lazy_module("numpy", globals(), "np")
 
@@ -99,7 +101,8 @@ def _sha1_hex(data: bytes) -> str:
 
 
 class CacheBlocks(Blocks):
-    """A cache entry read block by block."""
+    """A cache entry read block by block: as numpy Blocks, or as ``terascale vw``'s chunks
+    (:meth:`chunks`, no numpy)."""
 
     def __init__(self, entry: str, opts: ParseOptions, source: str) -> None:
         with open(os.path.join(entry, "meta.json")) as f:
@@ -107,9 +110,8 @@ class CacheBlocks(Blocks):
         if meta.get("version") != _VERSION or int(meta["bits"]) != opts.bits:
             raise ValueError("stale cache entry")
         self.entry = entry
-        self.index = np.load(os.path.join(entry, "index.npy"))
-        if self.index.ndim != 2 or self.index.shape[1] != FIELDS:
-            raise ValueError("bad cache index")
+        #: a row per block: (offset, bytes, examples, features, flags, tag bytes)
+        self.index = read_rows(os.path.join(entry, "index.npy"), FIELDS)
         self.bits = opts.bits
         self.parse = opts
         self.sources = [source]
@@ -120,7 +122,7 @@ class CacheBlocks(Blocks):
         # which terascale vw prints on the first pass whether it parsed the text or not
         self.notes = {int(k): tuple(v) for k, v in meta.get("notes", {}).items()}
 
-    def _records(self, prefix: bool) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def _records(self, prefix: bool) -> Iterator[tuple[bytes, tuple[int, ...]]]:
         fd = os.open(os.path.join(self.entry, "data.bin"), os.O_RDONLY)
         try:
             for row in self.index:
@@ -130,14 +132,15 @@ class CacheBlocks(Blocks):
                 rec = os.pread(fd, nbytes, off)
                 if len(rec) != nbytes:
                     raise OSError(f"{self.entry}: cache data truncated")
-                yield np.frombuffer(rec, np.uint8), row
+                yield rec, row
         finally:
             os.close(fd)
 
     def __iter__(self) -> Iterator[Block]:
         start = 0
-        for k, (rec, row) in enumerate(self._records(prefix=False)):
+        for k, (raw, row) in enumerate(self._records(prefix=False)):
             n, nnz, flags, ntag = (int(x) for x in row[2:])
+            rec = np.frombuffer(raw, np.uint8)
             indptr, indices, values, labels, weights, tp, tb = decode_block(
                 rec, n, nnz, flags, ntag, self.bits)
             yield Block(start=start, indptr=indptr, indices=indices, values=values,
@@ -147,10 +150,19 @@ class CacheBlocks(Blocks):
                         notes=self.notes.get(k))
             start += n
 
+    def chunks(self) -> Iterator[tuple]:
+        """The blocks as ``terascale vw``'s compiled learner takes parsed chunks
+        (:func:`._cachefmt.decode_chunk`: typed memoryviews, decoded by the compiled core
+        without numpy)."""
+        for k, (rec, row) in enumerate(self._records(prefix=False)):
+            n, nnz, flags, ntag = (int(x) for x in row[2:])
+            yield decode_chunk(rec, n, nnz, flags, ntag, self.bits, self.notes.get(k))
+
     def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray | None]]:
         start = 0
-        for rec, row in self._records(prefix=True):
+        for raw, row in self._records(prefix=True):
             n, nnz, flags, ntag = (int(x) for x in row[2:])
+            rec = np.frombuffer(raw, np.uint8)
             labels, weights = decode_labels(rec, n, nnz, flags, ntag, self.bits)
             yield start, labels, weights, decode_blanks(rec, n, nnz, flags, ntag, self.bits)
             start += n

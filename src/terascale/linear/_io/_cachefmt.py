@@ -10,17 +10,24 @@ when none), the hashed indices bit-packed at ``bits`` bits each (2.25 bytes at `
 VW's cache spends a varint of the index delta, 3-5 bytes on hashed ids), a bitmap of which values are not 1.0, and those values as float32
 (one-hot and bag-of-words features store no value at all). Decoding restores the arrays
 exactly, so a learner gets bitwise the numbers the parser produced.
+
+The compiled core (``_vw/_vwbits.c``) encodes a block and decodes a record as the numpy
+code here does, byte for byte and bit for bit, without numpy: :func:`encode_block` is its
+where it is built, and :func:`decode_chunk` gives ``terascale vw``'s compiled learner a
+record's arrays as typed memoryviews.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from ..._lazy import lazy_module
 from ._cachebits import kernels
 
 np = lazy_module("numpy", globals(), "np")
 
-__all__ = ["FIELDS", "decode_blanks", "decode_block", "decode_ignored", "decode_labels",
-           "encode_block", "label_bytes"]
+__all__ = ["FIELDS", "decode_blanks", "decode_block", "decode_chunk", "decode_ignored",
+           "decode_labels", "encode_block", "encode_numpy", "label_bytes"]
 
 # a block's row in the cache's index: byte offset, byte length, examples, features, flags,
 # tag bytes
@@ -38,12 +45,27 @@ def _packed_len(nnz: int, bits: int) -> int:
     return (nnz * bits + 7) // 8
 
 
-def encode_block(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
+def encode_block(indptr: Any, indices: Any, values: Any, labels: Any, weights: Any,
+                 tag_ptr: Any, tag_blob: Any, bits: int, blanks: Any = None,
+                 ignored: Any = None) -> tuple[bytes, int, int]:
+    """(record, flags, tag bytes) of one block (``indptr[0] == 0``; ``blanks`` and
+    ``ignored`` as a Block's): the compiled core's where it is built, which takes the
+    arrays in a ``Dataset``'s types (numpy's or typed memoryviews: int64 offsets, uint32
+    indices, float32 values, labels and weights, uint8 tag bytes; ValueError naming one
+    of another type), else :func:`encode_numpy`'s."""
+    fast = kernels().fast
+    if fast is not None:
+        return fast.encode(indptr, indices, values, labels, weights, tag_ptr, tag_blob, bits,
+                           blanks, ignored)
+    return encode_numpy(indptr, indices, values, labels, weights, tag_ptr, tag_blob, bits,
+                        blanks, ignored)
+
+
+def encode_numpy(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
                  labels: np.ndarray, weights: np.ndarray, tag_ptr: np.ndarray | None,
                  tag_blob: np.ndarray | None, bits: int, blanks: np.ndarray | None = None,
                  ignored: np.ndarray | None = None) -> tuple[bytes, int, int]:
-    """(record, flags, tag bytes) of one block (``indptr[0] == 0``; ``blanks`` and
-    ``ignored`` as a Block's)."""
+    """:func:`encode_block`'s record in numpy (and the bit packing's kernel)."""
     n = len(labels)
     nnz = int(indptr[-1])
     lens = np.diff(indptr)
@@ -159,3 +181,15 @@ def decode_block(rec: np.ndarray, n: int, nnz: int, flags: int, ntag: int, bits:
                   values) != stored:
         raise ValueError("cache record: its values do not match its bitmap")
     return indptr, indices, values, labels, weights, tag_ptr, tag_blob
+
+
+def decode_chunk(rec: bytes, n: int, nnz: int, flags: int, ntag: int, bits: int,
+                 notes: Any = None) -> tuple:
+    """A record as ``terascale vw``'s compiled learner takes a parsed chunk (indptr,
+    indices, values, labels, weights, tag_ptr, tag_blob, notes, blanks, ignored), its
+    arrays typed memoryviews (:func:`decode_block`'s values, tag_ptr zeros and tag_blob
+    empty where the record has no tags), decoded by the compiled core (no numpy)."""
+    got = kernels().fast.decode(rec, n, nnz, flags, ntag, bits)
+    views = [memoryview(a).cast(c) if a is not None else None
+             for a, c in zip(got, ("q", "I", "f", "f", "f", "q", "B", "q", "q"))]
+    return (*views[:7], notes, *views[7:])

@@ -2,8 +2,8 @@
 ``data.bin`` by a background thread, committed with fsync and a rename.
 
 The writer is what lets the first pass learn while the cache is written: the parser's
-threads encode their block (:func:`._cachefmt.encode_block`, numpy and nogil numba) and
-mark its features; the thread that hands the blocks out in order gives each record to
+threads encode their block (:func:`._cachefmt.encode_block`'s bytes: the compiled core's
+where it is built, which needs no numpy, else numpy and nogil numba) and mark its features; the thread that hands the blocks out in order gives each record to
 :meth:`EntryWriter.put`, which only queues it, and a writer thread appends it and syncs the
 file every ``SYNC_BYTES`` as it goes, so the final ``fsync`` has little left to do and the
 learner never waits on the disk. The queue is bounded (``DEPTH`` records): a slow disk
@@ -16,16 +16,15 @@ import json
 import os
 import queue
 import threading
+from array import array
 from typing import NamedTuple
 
 from ..._background import background
 from ..._files import PieceWriter
-from ..._lazy import lazy_module
 from ._blocks import FeatureSet
 from ._cachefmt import FIELDS, encode_block
 from ._dataset import Dataset, ParseOptions
-
-np = lazy_module("numpy", globals(), "np")
+from ._npyfile import npy_header
 
 __all__ = ["DEPTH", "SYNC_BYTES", "Encoded", "EntryWriter"]
 
@@ -46,11 +45,10 @@ class Encoded(NamedTuple):
     notes: list[str] | None = None  # VW's lines on its label sections (Dataset.notes)
 
 
-def fsync_write(path: str, data: bytes | None = None, arr: np.ndarray | None = None) -> None:
+def fsync_write(path: str, *parts: bytes) -> None:
+    """Write ``parts`` in turn to the file ``path``, and sync it."""
     with open(path, "wb") as f:
-        if arr is not None:
-            np.save(PieceWriter(f), arr)
-        elif data is not None:
+        for data in parts:
             PieceWriter(f).write(data)
         f.flush()
         os.fsync(f.fileno())
@@ -144,15 +142,18 @@ class EntryWriter:
         os.fsync(self._f.fileno())
         self._f.close()
         tmp = self.tmp
+        rows = array("q", [v for row in self._rows for v in row])
         fsync_write(os.path.join(tmp, "index.npy"),
-                    arr=np.array(self._rows, np.int64).reshape(-1, FIELDS))
-        fsync_write(os.path.join(tmp, "features.npy"), arr=self._feats.result())
+                    npy_header("<i8", (len(self._rows), FIELDS)), rows.tobytes())
+        feats = self._feats.sorted_bytes()
+        fsync_write(os.path.join(tmp, "features.npy"),
+                    npy_header("<u4", (len(feats) // 4,)), feats)
         meta = {"version": self.version, "source": self.source, "bits": self.opts.bits,
                 "examples": self._examples, "features": self._nnz,
                 "skipped": self._skipped, "bytes": self._off, "blocks": len(self._rows),
                 **({"notes": {str(k): v for k, v in self._notes.items()}}
                    if self._notes else {})}
-        fsync_write(os.path.join(tmp, "meta.json"), data=json.dumps(meta).encode())
+        fsync_write(os.path.join(tmp, "meta.json"), json.dumps(meta).encode())
 
     def abort(self) -> None:
         """Stop the writer thread and close the file (the caller removes ``tmp``)."""

@@ -8,5 +8,8 @@ PyObject *vw_pack(PyObject *self, PyObject *args);
 PyObject *vw_unpack(PyObject *self, PyObject *args);
 PyObject *vw_unvalues(PyObject *self, PyObject *args);
 PyObject *vw_mark(PyObject *self, PyObject *args);
+PyObject *vw_encode(PyObject *self, PyObject *args);
+PyObject *vw_decode(PyObject *self, PyObject *args);
+PyObject *vw_marked(PyObject *self, PyObject *args);
 
 #endif

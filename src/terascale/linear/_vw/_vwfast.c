@@ -1425,6 +1425,15 @@ static PyMethodDef METHODS[] = {
     {"unvalues", vw_unvalues, METH_VARARGS,
      "unvalues(bitmap, stored, out) -> the stored values used (-1: too few) (_vwbits.c)"},
     {"mark", vw_mark, METH_VARARGS, "mark(bitmap, indices): bitmap[indices] = 1 (_vwbits.c)"},
+    {"encode", vw_encode, METH_VARARGS,
+     "encode(indptr, indices, values, labels, weights, tag_ptr, tag_blob, bits, blanks, "
+     "ignored) -> (record, flags, tag bytes): _cachefmt.encode_block's (_vwbits.c)"},
+    {"decode", vw_decode, METH_VARARGS,
+     "decode(record, n, nnz, flags, ntag, bits) -> (indptr, indices, values, labels, "
+     "weights, tag_ptr, tag_blob, blanks, ignored) as bytearrays: _cachefmt.decode_block's "
+     "(_vwbits.c)"},
+    {"marked", vw_marked, METH_VARARGS,
+     "marked(bitmap) -> bytes: the uint32 indices of its nonzero bytes (_vwbits.c)"},
     {"counts", vw_counts, METH_VARARGS,
      "counts(indptr, labels, weights, hold, ignored, sums, cum_w, cum_n, seen_w, seen_n): a "
      "chunk's counts for the closing block and the progress lines (_vwtable.c)"},
@@ -1462,7 +1471,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
                  : c >= 'A' && c <= 'Z' ? 'A' : c == '.' ? '.' : '#';
     PyObject *mod = PyModule_Create(&MODULE);
     /* (the calling convention: terascale.linear._vw.VWFAST's number) */
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 23) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 24) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

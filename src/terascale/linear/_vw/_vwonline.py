@@ -12,9 +12,10 @@ import no numpy either (numpy alone is ~16 MB of a process: 1.2M click lines at 
 with ``-p`` peaked at 38 MB with it, 24 MB without, VW 39 MB): the parser's arrays are typed
 memoryviews, the table an anonymous mapping, a chunk's counts for the table and the
 closing block, ``-p``'s values and the model's records are the compiled core's
-(``_vwtable.c``); a run that needs numpy elsewhere (the cache, ``-i``, ``-t``,
-``--oaa``, ``--binary``, ``--readable_model``, text the compiled parser declines)
-imports it where it does.
+(``_vwtable.c``); nor do its passes over the cache, which write it and read it
+(``_vwpasses``: the records encoded and decoded by the compiled core, ``_vwbits.c``); a
+run that needs numpy elsewhere (``-i``, ``-t``, ``--oaa``, ``--binary``,
+``--readable_model``, text the compiled parser declines) imports it where it does.
 
 ``--passes N`` (with ``-c``, ``-k``, ``--cache_file``, or none: terascale caches the
 parsed text itself, as the numba pass does) runs there too, as ``_recipe._online_passes``
@@ -86,7 +87,10 @@ update's cache misses are the same), so it is taken wherever it covers a run the
 than the dense table. ``--passes N -c --loss_function logistic`` (2 cores at load 8-10,
 ``/usr/bin/time``; the run that writes the cache, then one that reads it): 20k click-like
 lines, 5 passes, 0.6 s and 36.9 MB, 35.3 MB, peak against VW's 0.5 s and 35.5 MB and the
-numba pass's 1.1-1.5 s and 153-159 MB; 1M lines of 20 Zipf ids at ``-b 24``, 3 passes,
+numba pass's 1.1-1.5 s and 153-159 MB (without numpy, the 20k click lines of
+``benchmarks/heldout_shapes.py``, 5 passes, load 10-12: 29.8 MB and 27.0 MB, medians of 3,
+VW's 39.0 and 38.5 MB; 1.2M of them, 3 passes, writing the cache: 30.6 MB, VW's 40.6 MB,
+``click-b18-passes``); 1M lines of 20 Zipf ids at ``-b 24``, 3 passes,
 5.6 s and 286 MB, 4.4 s and 261 MB, against VW's 15-16 s and 323 MB and the numba pass's
 10.9 s and 311 MB, 4.4 s and 288 MB.
 ``TERASCALE_NO_CEXT=1`` turns it off with the rest of the compiled core.

@@ -6,7 +6,9 @@ numba pass's rule, ``TrainOptions.cache_root``), encodes each chunk in that thre
 cache entry the numba pass would write for the file (``_io._cache``'s key, directory and
 records: either path reads the other's), committed at the pass's end. Later passes, and
 a later run's first, read the entry, a block decoded ahead in another thread. The cache's
-kernels are the compiled core's (``_io._cachebits``): no numba is imported.
+records are encoded and decoded by the compiled core (``_io._cachefmt``), its index and
+features written and read as ``.npy`` files without numpy (``_io._npyfile``): neither numba
+nor numpy is imported.
 
 A chunk is ``_Parser.parse``'s tuple (indptr, indices, values, labels, weights, tag_ptr,
 tag_blob, notes, blanks, ignored), whichever way it came.
@@ -20,8 +22,6 @@ from array import array
 from collections.abc import Iterator
 from typing import Any
 
-from ..._lazy import lazy_module
-from .._io._blocks import Block
 from .._io._cache import (
     _VERSION,
     CacheBlocks,
@@ -34,14 +34,13 @@ from .._io._cache import (
 )
 from .._io._dataset import Dataset, ParseOptions
 
-np = lazy_module("numpy", globals(), "np")
-
 __all__ = ["KEEP", "Inputs", "Replay"]
 
 #: the cache bytes of a run's inputs whose decoded chunks :class:`Inputs` keeps from the
 #: second pass on, rather than reading and decoding them again each pass (an entry of
 #: one block holds its decoded block through a pass anyway: keeping it costs no peak)
 KEEP = 1 << 20
+_ROW = 16  # the sums of a pass that the compiled learner's ``passes`` writes
 
 
 def _made(gen: Any) -> str:
@@ -173,14 +172,6 @@ class _Encoding:
         return (*b[:10], self.writer.encode(ds))
 
 
-def _chunk(blk: Block) -> tuple:
-    n = len(blk)
-    tp = blk.tag_ptr if blk.tag_ptr is not None else np.zeros(n + 1, np.int64)
-    tb = blk.tag_blob if blk.tag_blob is not None else np.zeros(0, np.uint8)
-    return (blk.indptr, blk.indices, blk.values, blk.labels, blk.weights, tp, tb,
-            blk.notes, blk.blanks, blk.ignored)
-
-
 def _decoded(cached: CacheBlocks) -> Iterator[tuple]:
     """The entry's blocks, the next one read and decoded in another thread meanwhile
     (the decoder releases the GIL); an entry of one block is read here, with no thread
@@ -188,19 +179,18 @@ def _decoded(cached: CacheBlocks) -> Iterator[tuple]:
     from concurrent.futures import ThreadPoolExecutor
 
     if len(cached.index) <= 1:
-        for blk in cached:
-            yield _chunk(blk)
+        yield from cached.chunks()
         return
-    blocks = iter(cached)
+    blocks = cached.chunks()
     with ThreadPoolExecutor(1, thread_name_prefix="terascale-cache") as ex:
         pending = ex.submit(next, blocks, None)
         while True:
-            blk = pending.result()
-            if blk is None:
+            chunk = pending.result()
+            if chunk is None:
                 return
             pending = ex.submit(next, blocks, None)
-            yield _chunk(blk)
-            del blk
+            yield chunk
+            del chunk
 
 
 class Replay:
@@ -227,7 +217,8 @@ class Replay:
                         chunk[9] if chunk[9] is not None else none, sums, cum_w, none, 0.0, 0)
         self.counted = (sums[0], int(sums[1]), int(sums[2]))
         self.step = cum_w[n - 1]
-        self.rows = np.zeros((max(most, 1), 16))
+        self.most = max(most, 1)
+        self.rows = array("d", bytes(8 * _ROW * self.most))  # (a row of sums a pass)
 
     @classmethod
     def of(cls, run: Any, inputs: Inputs, most: int) -> Replay | None:
@@ -240,7 +231,7 @@ class Replay:
     def ahead(self, left: int) -> int:
         """How many of the next ``left`` passes report nothing (0: the next one prints a
         progress line: ``_Pass.learn`` makes it)."""
-        prog, most = self.run.prog, min(left, len(self.rows))
+        prog, most = self.run.prog, min(left, self.most)
         if prog.out is None:
             return most
         k, w = 0, prog.seen_w
@@ -248,28 +239,31 @@ class Replay:
             w, k = w + self.step, k + 1
         return k
 
-    def learn(self, k: int, rate: np.float32, totals: list, marks: list) -> np.float32:
+    def learn(self, k: int, rate: float, totals: list, marks: list) -> float:
         """Make ``k`` passes (:meth:`ahead`'s at most) after one at ``rate``; append each
         pass's totals and progress mark as the run's loop does; returns the last one's
-        rate."""
+        rate (a float32's value)."""
         run, b, prog = self.run, self.chunk, self.run.prog
-        opts, rows = run.opts, self.rows[:k]
-        carry = np.array([prog.label_sum, *prog.seen_sums])
+        opts = run.opts
+        carry = array("d", [prog.label_sum, *prog.seen_sums])
         run.fast.passes(b[0], b[1], b[2], b[3], b[4], run.table, run.state, run.kind,
                         float(rate), float(opts.decay_learning_rate), opts.power_t,
                         opts.l1, run.l2, run.signs, run.clips, self.hold, prog.sums, carry,
-                        rows)
-        rows[:, 6:9] = self.counted
-        totals.extend(rows[:, :14].tolist())
+                        memoryview(self.rows)[:_ROW * k])
+        rows = [self.rows[_ROW * j:_ROW * (j + 1)].tolist() for j in range(k)]
+        for row in rows:
+            row[6:9] = map(float, self.counted)
+        totals.extend(row[:14] for row in rows)
         due, at_line = float(prog.due), float(prog.prev[1])
-        marks.extend([due, since, at_line] for since in rows[:, 15].tolist())
-        prog.label_sum = float(carry[0])
-        prog.seen_sums[:] = array("d", carry[1:].tolist())
+        marks.extend([due, row[15], at_line] for row in rows)
+        prog.label_sum = carry[0]
+        prog.seen_sums[:] = carry[1:]
         if prog.out is not None:  # (Progress.end_pass of each pass)
             prog.passes += k
-            prog.done = np.cumsum(np.vstack([prog.done, rows[:, :4]]), axis=0)[-1].tolist()
+            for row in rows:  # (summed in turn, as a running sum of the passes)
+                prog.done = [d + a for d, a in zip(prog.done, row[:4])]
             for _ in range(k):
                 prog.seen_w = prog.seen_w + self.step
             prog.seen_n += k * self.counted[1]
         self.inputs._count_skipped(k)
-        return np.float32(rows[k - 1, 14])
+        return rows[k - 1][14]
