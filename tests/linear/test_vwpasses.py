@@ -250,6 +250,12 @@ def test_the_compiled_records_are_the_numpy_records(bits):
         if np.any(arrays[2] != 1.0):  # (a value section cut short: an error)
             with pytest.raises(ValueError, match="bitmap"):
                 decode_chunk(rec[:-4], n, nnz, flags, ntag, bits)
+        if n and ntag:  # an index whose tag bytes the counts do not add up to: an error
+            with pytest.raises(ValueError, match="do not add up"):
+                decode_chunk(rec, n, nnz, flags, ntag - 1, bits)
+        if nnz and not np.any(arrays[2] != 1.0):  # (nor its features)
+            with pytest.raises(ValueError, match="do not add up|bitmap"):
+                decode_chunk(rec, n, nnz - 1, flags, ntag, bits)
     with pytest.raises(ValueError, match="indptr must be an array of int64"):
         encode_block(np.zeros(1, np.int32), *_block(rng, bits, 0)[1:7], bits)
 

@@ -390,6 +390,20 @@ PyObject *vw_decode(PyObject *self, PyObject *args) {
             err = "cache record: shorter than its sections";
     }
     const uint8_t *rec = br.buf;
+    /* the examples' counts must add up to the features and the tags' lengths to the tag
+     * bytes: the learner indexes the arrays by them */
+    int64_t sum = 0, tsum = 0;
+    for (Py_ssize_t i = 0; !err && i < n; i++) {
+        uint32_t len = 0, c = 0;
+        for (int k = 0; k < lw; k++)
+            len |= (uint32_t)rec[off[0] + i * lw + k] << (8 * k);
+        if (flags & F_TAGS)
+            memcpy(&c, rec + off[5] + 4 * i, 4);
+        sum += len;
+        tsum += c;
+    }
+    if (!err && (sum != nnz || ((flags & F_TAGS) && tsum != ntag)))
+        err = "cache record: its counts do not add up to its sections";
     Py_ssize_t stored = err ? 0 : (br.len - off[9]) / 4, used = 0, nblank = 0;
     for (Py_ssize_t j = 0; !err && j < nnz; j++)
         used += (rec[off[8] + (j >> 3)] >> (j & 7)) & 1;
