@@ -41,8 +41,8 @@ rewritten with every feature named by its final hash (an
 all-digit name ``D`` in namespace ``c`` hashes to ``D + hash(c)``, as VW's ``hashstring``
 does), under the namespace letter it ends in. The parser then adds the constant and the
 interactions as always, so the examples are VW's bit for bit; the hot path never sees these
-flags. The rewritten copy lives in a temporary file (removed at exit). Where only the hashes
-change (``--hash_seed``, ``--hash all``), ``SOURCES`` maps the copy back to its input and
+flags. The rewritten copy lives in a scratch file of the run (``_files.scratch_file``).
+Where only the hashes change (``--hash_seed``, ``--hash all``), ``SOURCES`` maps the copy back to its input and
 its hashing, and ``--audit`` and ``--invert_hash`` name the features by the original words;
 with the other flags ``GENERATED`` keeps the input and the generation, and
 ``--invert_hash`` names each feature as VW does (an n-gram by its words, ``t^w2^w47``, an
@@ -51,15 +51,14 @@ affix ``affix^t+2=ab``), while ``--audit``'s names are the rewritten ones.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..._errors import ConfigError, DataError
+from ..._files import scratch_file
 from ..._lazy import lazy_module
 from .._io._hashnames import hashstring, murmur3_32
 
@@ -551,8 +550,7 @@ def rewrite_inputs(paths: Sequence[str], gen: FeatureGen) -> list[str]:
 
     out = []
     for path in paths:
-        fd, tmp = tempfile.mkstemp(prefix="terascale-vwgen-", suffix=".vw")
-        atexit.register(lambda t=tmp: os.path.exists(t) and os.unlink(t))
+        fd, tmp = scratch_file("terascale-vwgen-", ".vw")  # (removed with the run)
         with os.fdopen(fd, "w") as f:
             for k, text in enumerate(_lines(path), 1):
                 f.write(gen.line(text, f"{path}:{k}") + "\n")
