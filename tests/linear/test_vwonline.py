@@ -632,7 +632,7 @@ def _args(line: list[str]) -> argparse.Namespace:
 @built
 @pytest.mark.parametrize(("line", "why"), [
     (["-n", "2", "--average-every", "100"], "-n N with --average"),
-    (["--oaa", "3", "-n", "2", "--initial_t", "2"], "-n N with -i"),  # (its sums)
+    (["--oaa", "3", "-n", "2", "--initial_weight", "0.1"], "-n N with -i"),  # (its weights)
     (["--oaa", "3", "-i", "m", "--preserve_performance_counters"], "--oaa -i with"),
     (["--oaa", "3", "-t", "-i", "m", "-f", "m2"], "-t with -f"),
     (["--loss_function", "expectile", "--expectile_q", "0.3"], "--loss_function expectile"),
@@ -658,7 +658,8 @@ def test_runs_outside_the_compiled_path_say_why(line, why):
 @pytest.mark.parametrize("line", [["--oaa", "3"], ["--binary"], ["--oaa", "3", "--binary"],
                                   ["--oaa", "3", "--passes", "2", "-c", "--holdout_after", "9"],
                                   ["--oaa", "4", "--probabilities", "--l2", "0.1"],
-                                  ["--oaa", "3", "--scores", "--link", "glf1"]])
+                                  ["--oaa", "3", "--scores", "--link", "glf1"],
+                                  ["--oaa", "3", "-n", "2", "--initial_t", "2"]])
 def test_oaa_and_binary_runs_take_the_compiled_path(line):
     from terascale.linear._vw._vwonline import c_path
 

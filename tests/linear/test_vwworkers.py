@@ -179,6 +179,8 @@ OAA = [
     ["--oaa", "4", "-n", "2", "--min_prediction", "-0.5", "--max_prediction", "0.8"],
     more(["--oaa", "3", "-n", "3", "--max_prediction", "0.3", "--passes", "2",
           "--loss_function", "logistic"]),
+    # (each worker's learners start from --initial_t's sums, the job's t counts it once)
+    ["--oaa", "4", "-n", "2", "--initial_t", "2"],
     # (each worker's t goes on from -i's: the job's t counts it once)
     more(["--oaa", "4", "-n", "2", "-i", "../start", "--passes", "2"]),
 ]

@@ -978,15 +978,16 @@ def _vw_defaults(args: argparse.Namespace) -> None:
                                                 or args.bfgs is not None
                                                 or args.cg is not None):
         args.vw_initial_t = args.initial_t
-    # --oaa K with the range alone: its K learners start from it (_oaa.train_oaa; with
-    # -n N each worker's, _oaa.ranged_start), the compiled learner's run too; else a
-    # model of the starting weights, from which training starts as from -i
-    args.vw_oaa_range = None
+    # --oaa K with the range or --initial_t alone: its K learners start from them
+    # (_oaa.train_oaa; with -n N each worker's, _oaa.ranged_start), the compiled learner's
+    # run too; else a model of the starting weights, from which training starts as from -i
+    args.vw_oaa_range = args.vw_oaa_initial_t = None
     others = (args.constant or args.initial_weight or args.random_weights
               or args.normal_weights or args.truncated_normal_weights)
-    if (ranged and not others and not args.initial_t and not args.initial
+    if ((ranged or args.initial_t) and not others and not args.initial
             and args.oaa is not None and not args.plain_rule):
         args.vw_oaa_range = bounds
+        args.vw_oaa_initial_t = args.initial_t or None
     elif (others or ((ranged or (args.initial_t and not args.plain_rule))
                      and not args.initial)):
         args.initial = _starting_weights(args)

@@ -364,8 +364,9 @@ def _worker(job: dict[str, Any]) -> None:
     from ._vwworkers import Joining
 
     start = None
-    if job.get("range"):  # (--min_prediction/--max_prediction alone)
-        start = ranged_start(job["range"], int(job["k"]), learners_options(job), _learner)
+    if job.get("range"):  # (--min_prediction/--max_prediction, --initial_t alone)
+        start = ranged_start(job["range"], int(job["k"]), learners_options(job), _learner,
+                             job.get("initial_t"))
     elif job.get("initial"):
         start = split_oaa(read_vw_model(job["initial"], oaa=True, plain=True,
                                         generation=job.get("generation")), int(job["k"]),
