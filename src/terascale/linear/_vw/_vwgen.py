@@ -189,9 +189,9 @@ class FeatureGen:
         if not (ngram or skips or feature_limit or redefine or hash_seed
                 or keep is not None or affix or hash_all or sort_features or spelling):
             return None
-        if sort_features and (ngram or feature_limit or affix):
-            raise ConfigError("--sort_features with --ngram/--feature_limit/--affix is not "
-                              "supported by terascale vw")
+        if sort_features and (ngram or affix):
+            raise ConfigError("--sort_features with --ngram/--affix is not supported by "
+                              "terascale vw")
         if affix and (ngram or feature_limit):
             raise ConfigError("--affix with --ngram/--feature_limit is not supported by "
                               "terascale vw")
