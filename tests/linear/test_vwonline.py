@@ -738,7 +738,8 @@ RULES = [{"hash_all": True, "hash_seed": 7}, {"hash_seed": 3}, {"redefine": ["T:
          {"redefine": ["Z:=:"], "sort_features": True}, {"feature_limit": ["2", "b1", "c0"]},
          {"sort_features": True, "hash_all": True}, {"affix": ["+2t,-3b,+1,-7t"]},
          {"affix": ["-2T,+3c"], "redefine": ["T:=tb"], "hash_all": True},
-         {"sort_features": True, "feature_limit": ["b1"]}]
+         {"sort_features": True, "feature_limit": ["b1"]},
+         {"affix": ["+2t,-1"], "spelling": ["t", "_"], "hash_seed": 3}]
 
 
 @built
@@ -773,7 +774,8 @@ def test_the_compiled_parsers_rules_are_the_rewrites_bits(flags):
     more(["--sort_features", "--ignore", "c", "--cubic", "tbb"]),
     ["--oaa", "3", "--feature_limit", "b1", "-q", "tb", "--hash", "all"],
     more(["--oaa", "3", "--sort_features"]),
-    ["--sort_features", "--feature_limit", "b1", "-q", "tb"]])
+    ["--sort_features", "--feature_limit", "b1", "-q", "tb"],
+    ["--affix", "+2t,-1", "--spelling", "t", "--spelling", "b", "-q", "tb"]])
 def test_the_compiled_parsers_rules_are_vws(tmp_path, args):
     """The compiled path's predictions, model and ``--invert_hash`` with those flags are
     VW's (no numba imported: the text is not rewritten); with --oaa K, sorted and limited

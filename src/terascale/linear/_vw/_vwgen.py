@@ -33,8 +33,9 @@ Here these run as one text-to-text step in front of terascale's parser, only whe
 these flags is given (on a run the compiled learner takes, ``-t -i``, ``-n N`` and
 ``--oaa K`` included, its parser makes ``--ngram``/``--skips`` and ``--spelling`` without
 the others (:attr:`FeatureGen.parser_made`), and ``--redefine``, ``--feature_limit``,
-``--hash_seed``, ``--hash all``, ``--sort_features`` and ``--affix`` from
-:meth:`FeatureGen.spec` (:attr:`FeatureGen.parser_rules`) instead, ``_vwonline``, and
+``--hash_seed``, ``--hash all``, ``--sort_features`` and ``--affix`` (``--spelling`` beside
+some of them) from :meth:`FeatureGen.spec` (:attr:`FeatureGen.parser_rules`) instead,
+``_vwonline``, and
 ``--invert_hash`` names them by :meth:`FeatureGen.line` read again: this rewrite, in
 Python, takes 20-100x VW's CPU time): each line is
 rewritten with every feature named by its final hash (an
@@ -252,11 +253,13 @@ class FeatureGen:
         (``--redefine``, ``--feature_limit``, ``--hash_seed``, ``--hash all``,
         ``--sort_features``, ``--affix`` of at most 15 affixes a namespace, :meth:`spec`),
         with ``--ngram``/``--skips`` where no limit is given (a limit there sorts the
-        n-grams' unmasked indices), without ``--spelling`` (whose namespace's place in the
-        line the affixes' takes) and ``--feature_mask``."""
+        n-grams' unmasked indices), with ``--spelling`` only beside ``--affix``,
+        ``--hash_seed`` and ``--hash all`` (the spelling and affix namespaces listed in VW's
+        order), without ``--feature_mask``."""
         return bool(self.limit or self.redefine is not None or self.seed or self.hash_all
                     or self.sort or self.affix) and not (
-            self.spelling or self.keep is not None
+            (self.spelling and (self.limit or self.sort or self.redefine is not None))
+            or self.keep is not None
             or (self.limit and (self.ngram or self.skips))
             or any(len(v) > 15 for v in self.affix.values()))
 
