@@ -7,7 +7,10 @@ flushed (``fsync`` of the directory) after it -- the order ext4, XFS and btrfs d
 (Pillai et al., "All File Systems Are Not Created Equal", OSDI 2014).
 
 Also here: :func:`private_dir`, the check on a directory of entries that a run later reads
-back as its own (the data caches), which another user must not be able to write.
+back as its own (the data caches), which another user must not be able to write; and
+:func:`scratch_file`, a run's temporary files in a directory of the process's own that goes
+with it: removed at exit (SIGTERM made an exit), and, where the process was killed
+(SIGKILL), by the next process that makes one.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import IO, Any
 from ._errors import ConfigError, StorageError
 
 __all__ = ["WRITE_PIECE", "PieceWriter", "fsync_dir", "make_public", "private_dir",
-           "replace_durably", "replaceable", "storage_error"]
+           "replace_durably", "replaceable", "scratch_file", "storage_error"]
 
 # The most bytes one write() hands the kernel for a large file. Linux 6.x (ext4 and the
 # other file systems with large folios) puts a large write in large page-cache folios, and
@@ -155,3 +158,95 @@ def _discard(tmp: str) -> None:
         os.unlink(tmp)
     except OSError:
         pass
+
+
+SCRATCH_PREFIX = "terascale-run-"
+# A directory younger than this is never swept: its owner may not hold its lock yet
+SCRATCH_GRACE_S = 10.0
+_scratch: dict[int, str] = {}  # process id -> its scratch directory
+
+
+def scratch_file(prefix: str, suffix: str) -> tuple[int, str]:
+    """A new file (its descriptor and path, mode 0600) in this process's scratch directory:
+    ``terascale-run-*`` in the temporary directory, made on first use and removed with
+    everything in it at exit. The process holds an ``flock`` on the directory while it
+    lives, so the directories of processes killed before their exit (SIGKILL) are told
+    apart from live ones and removed by the next process that makes one; and SIGTERM,
+    whose default ends the process without its exit handlers, is made an exit (status
+    143) where nothing else handles it. A process forked from the owner (which closes the
+    owner's descriptors and runs none of its exit handlers) reads the owner's files and
+    makes its own directory for its own."""
+    return tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=_scratch_dir())
+
+
+def _scratch_dir() -> str:
+    import atexit
+    import fcntl
+
+    pid = os.getpid()
+    if pid not in _scratch:
+        sweep_scratch()
+        path = tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # (held until this process ends, however it ends)
+        _scratch[pid] = path
+        atexit.register(_remove_scratch, path, fd, pid)
+        _exit_on_sigterm()
+    return _scratch[pid]
+
+
+def _remove_scratch(path: str, fd: int, pid: int) -> None:
+    import shutil
+
+    if os.getpid() == pid:  # (not a forked child's exit)
+        shutil.rmtree(path, ignore_errors=True)
+        os.close(fd)
+
+
+def sweep_scratch() -> None:
+    """Remove the scratch directories (:func:`scratch_file`) of this user's processes that
+    ended without removing theirs: those whose lock no process holds."""
+    import fcntl
+    import shutil
+    import stat
+    import time
+
+    base = tempfile.gettempdir()
+    try:
+        names = [n for n in os.listdir(base) if n.startswith(SCRATCH_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(base, name)
+        try:
+            st = os.lstat(path)
+            if (not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid()
+                    or time.time() - st.st_ctime < SCRATCH_GRACE_S):
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # (its process lives)
+            os.close(fd)
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        os.close(fd)
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM raises ``SystemExit(143)`` (the exit status a shell reports for it), so the
+    exit handlers run; only in the main thread, and only where SIGTERM has its default."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def on_term(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)

@@ -681,3 +681,27 @@ def test_readable_model_keeps_the_link_and_rates_vw_keeps(tmp_path, capfd, monke
     assert code == 0, err
     head = [(tmp_path / f).read_text().splitlines()[:11] for f in ("vw.txt", "ts.txt")]
     assert head[0] == head[1] and "--link logistic" in head[0][8]
+
+
+def test_sigterm_leaves_no_temporary_file(tmp_path):
+    """The starting weights' model (--initial_t) and standard input's copy, both made before
+    the run blocks reading the stream, go when the run is ended by SIGTERM."""
+    import os
+    import signal
+    import time
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    p = subprocess.Popen([sys.executable, "-m", "terascale", "vw", "--initial_t", "2",
+                          "--quiet"], stdin=subprocess.PIPE, cwd=tmp_path,
+                         env={**os.environ, "TMPDIR": str(scratch)})
+    p.stdin.write(b"1 |a x\n")  # (the stream stays open: the run waits for the rest)
+    p.stdin.flush()
+    deadline = time.monotonic() + 60
+    while not all(any(scratch.rglob(f"terascale-{what}-*")) for what in ("start", "stdin")):
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(60) == 143
+    p.stdin.close()
+    assert list(scratch.iterdir()) == []

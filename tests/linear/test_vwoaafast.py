@@ -163,12 +163,15 @@ def test_oaa_with_importance_weights_is_vws_and_the_numba_pass(flags, numba, tmp
     more(["--min_prediction", "0.5", "--max_prediction", "0.2"], True),
     more(["--min_prediction", "-0.3", "--max_prediction", "0.6", "--link", "logistic"], False),
     (["--min_prediction", "0.5", "--max_prediction", "-0.5", "--link", "logistic"], True),
-    more(["--min_prediction", "-0.3", "--passes", "2", "-c", "-k", "--l2", "0.001"], True)])
+    more(["--min_prediction", "-0.3", "--passes", "2", "-c", "-k", "--l2", "0.001"], True),
+    (["--initial_t", "2"], False),
+    more(["--initial_t", "0.5", "--min_prediction", "-0.3", "--passes", "2", "-c", "-k"],
+         True)])
 def test_oaa_in_a_fixed_range_is_compiled_and_vws(flags, numba, tmp_path):
     """``--oaa K --min_prediction/--max_prediction``: the K learners' shared range fixed
     at VW's two floats, every loss clipped to it (a range with its bounds crossed too, the
     loss of a linked score past a bound VW's), in the compiled learner (no numba
-    imported), as VW and the numba pass."""
+    imported), as VW and the numba pass; ``--initial_t``'s sums too."""
     (tmp_path / "d.vw").write_text("\n".join(_weighted(300, 5)) + "\n")
     got = _runs(tmp_path, "d.vw", ["--oaa", "3", *flags], numba)
     for f in ("p", "r"):

@@ -637,7 +637,7 @@ def _args(line: list[str]) -> argparse.Namespace:
 @built
 @pytest.mark.parametrize(("line", "why"), [
     (["-n", "2", "--average-every", "100"], "-n N with --average"),
-    (["--oaa", "3", "-n", "2", "--initial_t", "2"], "-n N with -i"),  # (its sums)
+    (["--oaa", "3", "-n", "2", "--initial_weight", "0.1"], "-n N with -i"),  # (its weights)
     (["--oaa", "3", "-i", "m", "--preserve_performance_counters"], "--oaa -i with"),
     (["--oaa", "3", "-t", "-i", "m", "-f", "m2"], "-t with -f"),
     (["--loss_function", "expectile", "--expectile_q", "0.3"], "--loss_function expectile"),
@@ -663,7 +663,8 @@ def test_runs_outside_the_compiled_path_say_why(line, why):
 @pytest.mark.parametrize("line", [["--oaa", "3"], ["--binary"], ["--oaa", "3", "--binary"],
                                   ["--oaa", "3", "--passes", "2", "-c", "--holdout_after", "9"],
                                   ["--oaa", "4", "--probabilities", "--l2", "0.1"],
-                                  ["--oaa", "3", "--scores", "--link", "glf1"]])
+                                  ["--oaa", "3", "--scores", "--link", "glf1"],
+                                  ["--oaa", "3", "-n", "2", "--initial_t", "2"]])
 def test_oaa_and_binary_runs_take_the_compiled_path(line):
     from terascale.linear._vw._vwonline import c_path
 
@@ -741,7 +742,9 @@ def test_logistic_in_a_fixed_range_clips_to_vws_floats(tmp_path, capfd, monkeypa
 RULES = [{"hash_all": True, "hash_seed": 7}, {"hash_seed": 3}, {"redefine": ["T:=tb"]},
          {"redefine": ["Z:=:"], "sort_features": True}, {"feature_limit": ["2", "b1", "c0"]},
          {"sort_features": True, "hash_all": True}, {"affix": ["+2t,-3b,+1,-7t"]},
-         {"affix": ["-2T,+3c"], "redefine": ["T:=tb"], "hash_all": True}]
+         {"affix": ["-2T,+3c"], "redefine": ["T:=tb"], "hash_all": True},
+         {"sort_features": True, "feature_limit": ["b1"]},
+         {"affix": ["+2t,-1"], "spelling": ["t", "_"], "hash_seed": 3}]
 
 
 @built
@@ -775,7 +778,9 @@ def test_the_compiled_parsers_rules_are_the_rewrites_bits(flags):
      "--holdout_off"],
     more(["--sort_features", "--ignore", "c", "--cubic", "tbb"]),
     ["--oaa", "3", "--feature_limit", "b1", "-q", "tb", "--hash", "all"],
-    more(["--oaa", "3", "--sort_features"])])
+    more(["--oaa", "3", "--sort_features"]),
+    ["--sort_features", "--feature_limit", "b1", "-q", "tb"],
+    ["--affix", "+2t,-1", "--spelling", "t", "--spelling", "b", "-q", "tb"]])
 def test_the_compiled_parsers_rules_are_vws(tmp_path, args):
     """The compiled path's predictions, model and ``--invert_hash`` with those flags are
     VW's (no numba imported: the text is not rewritten); with --oaa K, sorted and limited

@@ -179,6 +179,10 @@ OAA = [
     ["--oaa", "4", "-n", "2", "--min_prediction", "-0.5", "--max_prediction", "0.8"],
     more(["--oaa", "3", "-n", "3", "--max_prediction", "0.3", "--passes", "2",
           "--loss_function", "logistic"]),
+    # (each worker's learners start from --initial_t's sums, the job's t counts it once)
+    ["--oaa", "4", "-n", "2", "--initial_t", "2"],
+    # (each worker's t goes on from -i's: the job's t counts it once)
+    more(["--oaa", "4", "-n", "2", "-i", "../start", "--passes", "2"]),
 ]
 
 
@@ -194,6 +198,8 @@ def test_oaa_workers_equal_the_numba_pass(tmp_path, args):
         rows.append(f"{c}{rng.choice(['', ' 2', ' 0.5'])} |a f{rng.integers(0, 40)} "
                     f"f{rng.integers(0, 40)} c{c}x{rng.integers(0, 3)} |b g{rng.integers(0, 9)}")
     (tmp_path / "d0.vw").write_text("\n".join(rows) + "\n")
+    if "-i" in args:  # (VW's model of the same data)
+        run_vw(["-d", "d0.vw", "--oaa", "4", "-f", "start", "--quiet"], tmp_path)
     got = _both(tmp_path, ["../d0.vw"], args)
     assert got["c"]["m"] == got["numba"]["m"]
     assert got["c"]["r"] == got["numba"]["r"]

@@ -47,9 +47,10 @@ def _inputs(args: argparse.Namespace) -> list[str]:
 def _spooled(path: str) -> str:
     """``path`` itself when it is a regular file (or missing: _inputs says so), else a
     temporary copy of the stream it names."""
-    import atexit
     import shutil
     import stat
+
+    from ..._files import scratch_file
 
     # /dev/stdin, /dev/fd/N, /proc/self/fd/N name this process's descriptors: a worker
     # of -n N opening them would read its own standard input, not this one's
@@ -61,8 +62,7 @@ def _spooled(path: str) -> str:
                 return _gzip_named(path, path)
         except OSError:
             return path
-    fd, tmp = tempfile.mkstemp(prefix="terascale-stdin-", suffix=".vw")
-    atexit.register(lambda: os.path.exists(tmp) and os.unlink(tmp))
+    fd, tmp = scratch_file("terascale-stdin-", ".vw")  # (removed with the run)
     try:
         with os.fdopen(fd, "wb") as out:
             if path == "-":

@@ -152,7 +152,8 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     names = _names(args, k_classes)
     start = _initial(args, k_classes, make) if args.initial else None
     if start is None and getattr(args, "vw_oaa_range", None):
-        start = ranged_start(args.vw_oaa_range, k_classes, options, make)
+        start = ranged_start(args.vw_oaa_range, k_classes, options, make,
+                             getattr(args, "vw_oaa_initial_t", None))
     if start is not None and getattr(args, "indexing", None) is None:
         args.indexing = start[0].info.get("indexing")  # (VW keeps --indexing)
     if start is not None and not args.link:
@@ -212,6 +213,7 @@ def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
                           "probabilities": False, "initial": args.initial,
                           "starting_weights": bool(getattr(args, "starting_weights", False)),
                           "range": getattr(args, "vw_oaa_range", None),
+                          "initial_t": getattr(args, "vw_oaa_initial_t", None),
                           "rates": _rates(args), "indexing": getattr(args, "indexing", None),
                           "link": _scorer(args), "model_link": _kept_link(args),
                           "predict_only": bool(getattr(args, "predict_only_model", False)),
@@ -280,31 +282,45 @@ def learners_options(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def ranged_start(bounds: list[float | None], k_classes: int, options: dict[str, Any],
-                  make: Any = None) -> list[Any]:
-    """The K learners of a run of ``--min_prediction``/``--max_prediction`` alone (the
-    bounds as VW's floats, None: not given, 0 as VW's empty range): no weights, the
-    range in their state (``options``: the run's, its ``bits`` VW's ``-b``; ``make``:
-    as :func:`split_oaa`'s), as VW's starting weights would give them (each worker's of
-    ``-n N``: the job's ``range``)."""
+                  make: Any = None, initial_t: float | None = None) -> list[Any]:
+    """The K learners of a run of ``--min_prediction``/``--max_prediction`` and
+    ``--initial_t`` alone (the bounds as VW's floats, None: not given, 0 as VW's empty
+    range): the range in their state (``options``: the run's, its ``bits`` VW's ``-b``;
+    ``make``: as :func:`split_oaa`'s), as :func:`split_oaa` splits VW's starting weights
+    (each worker's of ``-n N``: the job's ``range`` and ``initial_t``). No weights, or with
+    ``initial_t`` VW's ``initial_t`` fake examples of norm and gradient 1: every weight's
+    adaptive sum ``initial_t``, and the first class's total weight and norm sum (VW keeps
+    one learner's, ``split_oaa``), and the counters VW's model keeps."""
 
-    from .._online._state import MAX_LABEL, MIN_LABEL, new_state
+    from .._online._state import MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT, new_state
     from .._vw._vwonline import run_options
 
     if make is None:
         from .._model import LinearModel as make
 
     parse = run_options(options)[1]
+    if initial_t and parse.bits > 24:  # (_vwcli._starting_weights' limit)
+        raise ConfigError(f"--initial_t sets all 2^b weights: up to -b 24, not -b "
+                          f"{parse.bits}")
     parse = dataclasses.replace(parse, bits=parse.bits - (k_classes - 1).bit_length())
     state = new_state()
     for at, v in zip((MIN_LABEL, MAX_LABEL), bounds):
         if v is not None:
             state[at] = v
-    none = np.zeros(0, np.float32)
-    return [make(indices=np.zeros(0, np.uint32), weights=none, parse=parse,
-                 loss=options["loss"], adaptive=(none, none, state.copy()),
-                 info={"vw_counters": {}, "vw_rates": {}, "indexing": None, "link": None,
-                       "binary": False})
-            for _ in range(k_classes)]
+    size = 1 << parse.bits if initial_t else 0
+    zeros = np.zeros(size, np.float32)
+    g2 = np.full(size, initial_t or 0.0, np.float32)
+    counters = {"t": initial_t, "initial_t": initial_t} if initial_t else {}
+    out = []
+    for c in range(k_classes):
+        own = state.copy()
+        if initial_t and not c:
+            own[TOTAL_WEIGHT] = own[SUM_NORM_X] = initial_t
+        out.append(make(indices=np.arange(size, dtype=np.uint32), weights=zeros, parse=parse,
+                        loss=options["loss"], adaptive=(g2, zeros, own),
+                        info={"vw_counters": counters, "vw_rates": {}, "indexing": None,
+                              "link": None, "binary": False}))
+    return out
 
 
 def split_oaa(model: Any, k_classes: int, make: Any = None) -> list[Any]:
@@ -1150,13 +1166,16 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     # --oaa 7 at -b 18), and so did the blocks' indices joined (twice the rows')
     itype = np.uint32 if parse.bits + shift < 32 else np.uint64
     blocks = range(0, a.shape[1], _FEATS)
-    rows = np.empty(sum(int(np.count_nonzero(_kept(a, f0))) for f0 in blocks), itype)
+    # (--initial_t gave every one of VW's 2**b rows its sum: the slots of the classes
+    # past K too, whose rows VW writes with it)
+    spare = (1 << shift) - k if initial_t else 0
+    rows = np.empty(sum(int(np.count_nonzero(_kept(a, f0, spare))) for f0 in blocks), itype)
     at = 0
     for f0 in blocks:
-        fi, ci = np.nonzero(_kept(a, f0))
+        fi, ci = np.nonzero(_kept(a, f0, spare))
         rows[at:at + len(fi)] = ((fi + f0) << shift) + ci
         at += len(fi)
-    cols = [_Learned(a, rows, shift, j) for j in range(3)]
+    cols = [_Learned(a, rows, shift, j, initial_t if j == 1 else 0.0) for j in range(3)]
     info = {"pass_totals": [[*map(float, t)] for t in totals],
             "vw_progress": progress, "vw_generation": job.get("generation") or {},
             "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing"),
@@ -1180,12 +1199,14 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
 _FEATS = 1 << 12  # features whose rows are found at a time (_interleaved)
 
 
-def _kept(a: np.ndarray, f0: int) -> np.ndarray:
+def _kept(a: np.ndarray, f0: int, spare: int = 0) -> np.ndarray:
     """Which of the K learners ``a`` have a row (any of its three values not 0) for each
-    feature of the block from ``f0`` (``(features, K)``, a learner's column at a time: no
-    ``(K, features, 3)`` mask)."""
+    feature of the block from ``f0`` (``(features, K + spare)``, a learner's column at a
+    time: no ``(K, features, 3)`` mask); the ``spare`` slots after them have one for every
+    feature."""
     part = a[:, f0:f0 + _FEATS]
-    keep = np.zeros((part.shape[1], len(a)), bool)
+    keep = np.zeros((part.shape[1], len(a) + spare), bool)
+    keep[:, len(a):] = True
     for c in range(len(a)):
         for j in range(3):
             keep[:, c] |= part[c, :, j] != 0
@@ -1195,17 +1216,24 @@ def _kept(a: np.ndarray, f0: int) -> np.ndarray:
 class _Learned:
     """Column ``j`` (weight, adaptive sum, normalizer) of the K learners ``a``'s rows
     ``rows`` (VW's indices: feature ``i`` of class ``c`` at ``i << shift | c``), read as the
-    model writer slices it."""
+    model writer slices it; ``spare``: the value of a slot past the K classes."""
 
-    def __init__(self, a: np.ndarray, rows: np.ndarray, shift: int, j: int) -> None:
-        self.a, self.rows, self.shift, self.j = a, rows, shift, j
+    def __init__(self, a: np.ndarray, rows: np.ndarray, shift: int, j: int,
+                 spare: float = 0.0) -> None:
+        self.a, self.rows, self.shift, self.j, self.spare = a, rows, shift, j, spare
 
     def __len__(self) -> int:
         return len(self.rows)
 
     def __getitem__(self, part: Any) -> np.ndarray:
         p = self.rows[part]
-        return self.a[p & ((1 << self.shift) - 1), p >> self.shift, self.j]
+        c = p & ((1 << self.shift) - 1)
+        if len(self.a) == 1 << self.shift:  # (no spare slot)
+            return self.a[c, p >> self.shift, self.j]
+        out = np.full(len(p), self.spare, self.a.dtype)
+        ours = c < len(self.a)
+        out[ours] = self.a[c[ours], p[ours] >> self.shift, self.j]
+        return out
 
 
 def _features(rows: np.ndarray, shift: int) -> np.ndarray:

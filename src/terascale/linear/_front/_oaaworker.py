@@ -23,8 +23,9 @@ def _run(job: dict[str, Any]) -> None:
     from ._oaa import learners_options, ranged_start, run_oaa, split_oaa
 
     start = None
-    if job.get("range"):  # (--min_prediction/--max_prediction alone)
-        start = ranged_start(job["range"], int(job["k"]), learners_options(job))
+    if job.get("range"):  # (--min_prediction/--max_prediction, --initial_t alone)
+        start = ranged_start(job["range"], int(job["k"]), learners_options(job),
+                             initial_t=job.get("initial_t"))
     elif job.get("starting_weights"):  # (VW's starting weights: _oaa._initial)
         from .._model import LinearModel
 

@@ -829,14 +829,14 @@ def _feature_mask(args: argparse.Namespace) -> frozenset[int] | None:
 
 
 def _temporary_model(model: object) -> str:
-    """``model`` saved to a temporary file (removed at exit)."""
-    import atexit
+    """``model`` saved to a temporary file (the run's scratch file: removed at exit, on
+    SIGTERM, or after SIGKILL by the next run, ``_files.scratch_file``)."""
     import os
-    import tempfile
 
-    fd, path = tempfile.mkstemp(prefix="terascale-start-", suffix=".model")
+    from ..._files import scratch_file
+
+    fd, path = scratch_file("terascale-start-", ".model")
     os.close(fd)
-    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
     model.save(path)  # type: ignore[attr-defined]
     return path
 
@@ -978,15 +978,16 @@ def _vw_defaults(args: argparse.Namespace) -> None:
                                                 or args.bfgs is not None
                                                 or args.cg is not None):
         args.vw_initial_t = args.initial_t
-    # --oaa K with the range alone: its K learners start from it (_oaa.train_oaa; with
-    # -n N each worker's, _oaa.ranged_start), the compiled learner's run too; else a
-    # model of the starting weights, from which training starts as from -i
-    args.vw_oaa_range = None
+    # --oaa K with the range or --initial_t alone: its K learners start from them
+    # (_oaa.train_oaa; with -n N each worker's, _oaa.ranged_start), the compiled learner's
+    # run too; else a model of the starting weights, from which training starts as from -i
+    args.vw_oaa_range = args.vw_oaa_initial_t = None
     others = (args.constant or args.initial_weight or args.random_weights
               or args.normal_weights or args.truncated_normal_weights)
-    if (ranged and not others and not args.initial_t and not args.initial
+    if ((ranged or args.initial_t) and not others and not args.initial
             and args.oaa is not None and not args.plain_rule):
         args.vw_oaa_range = bounds
+        args.vw_oaa_initial_t = args.initial_t or None
     elif (others or ((ranged or (args.initial_t and not args.plain_rule))
                      and not args.initial)):
         args.initial = _starting_weights(args)
@@ -996,10 +997,6 @@ def _vw_defaults(args: argparse.Namespace) -> None:
 def _starting_weights(args: argparse.Namespace) -> str:
     """VW's --initial_weight / --constant: a model holding only the starting weights (no
     learner state), from which training starts as from -i (written to a temporary file)."""
-    import atexit
-    import os
-    import tempfile
-
     import numpy as np
 
     from .._front._cli_options import train_options
@@ -1044,9 +1041,6 @@ def _starting_weights(args: argparse.Namespace) -> str:
             w[c] = args.constant
         else:
             idx, w = np.array([c], np.uint32), np.array([args.constant], np.float32)
-    fd, path = tempfile.mkstemp(prefix="terascale-start-", suffix=".model")
-    os.close(fd)
-    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
     zeros = np.zeros(len(idx), np.float32)
     state = new_state()
     g2 = zeros
@@ -1060,9 +1054,8 @@ def _starting_weights(args: argparse.Namespace) -> str:
         state[MAX_LABEL] = np.float32(args.max_prediction)
     info = {"vw_counters": {"t": args.initial_t, "initial_t": args.initial_t}} \
         if args.initial_t else {}  # (VW's counters start at t, its model keeps initial_t)
-    LinearModel(indices=idx, weights=w, parse=parse, loss=o["loss"], info=info,
-                adaptive=(g2, zeros, state)).save(path)
-    return path
+    return _temporary_model(LinearModel(indices=idx, weights=w, parse=parse, loss=o["loss"],
+                                        info=info, adaptive=(g2, zeros, state)))
 
 
 def _unknown(extras: Sequence[str], parser: argparse.ArgumentParser) -> ConfigError:

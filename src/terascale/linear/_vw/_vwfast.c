@@ -38,7 +38,8 @@
  * L << 1 | prefix, 0 ending them): each named feature of a nonzero value adds, for each,
  * its first (or last) L bytes hashed in the namespace's hash (as its name), times
  * 13903957 + code * 27942141 (VW's parse_example_text), of the feature's value; they are
- * kept apart and listed as the spelling namespace is.
+ * kept apart and listed as the spelling namespace is (with --spelling too, in VW's order:
+ * a feature's affixes before its spelling, each side namespace listed at its first).
  *
  * parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, tag_blob
  *       [, table, rows, width[, ignore[, grams[, ignore_linear, ignored[, spell[, gen]]]]]])
@@ -174,12 +175,14 @@ static uint32_t spelling_hash(const unsigned char *p, size_t n, uint32_t seed) {
     return fmix32(h, n);
 }
 
-/* a line's spelling features, kept apart until the line's namespaces are laid out */
+/* a line's spelling (or affix) features, kept apart until the line's namespaces are laid
+ * out */
 typedef struct {
     uint32_t *idx;
     float *val;
     Py_ssize_t n, cap;
     int seg; /* the segment whose feature made the first one (-1: none yet) */
+    int ns;  /* the namespace character they are filed under (-1: none asked for) */
 } spelt_t;
 
 /* appends (h, v) made in segment seg; 0 where memory ran out */
@@ -602,6 +605,28 @@ static int affix_push(spelt_t *sp, const unsigned char *codes, const unsigned ch
     return 1;
 }
 
+/* the side features of a feature named by the n bytes at p, of value v, made in segment
+ * seg, in VW's order: its affixes (afx: the namespace's codes; none for an anonymous
+ * feature, n == 0), then its spelling (spelled); side[0..1] list the two side buffers in
+ * order of their first feature. 0 where memory ran out */
+static int side_push(spelt_t *ap, const unsigned char *afx, spelt_t *sp, int spelled,
+                     spelt_t **side, const unsigned char *p, size_t n, uint32_t ns_hash,
+                     int hash_all, float v, uint32_t m, int seg) {
+    if (afx && n) {
+        if (!ap->n)
+            side[side[0] != NULL] = ap;
+        if (!affix_push(ap, afx, p, n, ns_hash, hash_all, v, m, seg))
+            return 0; /* (afx holds one code at least: ap has a feature now) */
+    }
+    if (spelled) {
+        if (!sp->n)
+            side[side[0] != NULL] = sp;
+        if (!spelt_push(sp, spelling_hash(p, n, ns_hash) & m, v, seg))
+            return 0;
+    }
+    return 1;
+}
+
 /* a float's bits as an unsigned key of the same order (no NaN reaches here) */
 static inline uint32_t float_key(float v) {
     uint32_t b;
@@ -717,10 +742,6 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         memcpy(spell, bs.buf, 256);
         spell_ns = ((const unsigned char *)bs.buf)[256];
     }
-    if (affix) { /* (filed as the spelling namespace is: not both) */
-        status |= spell_ns >= 0;
-        spell_ns = affix_ns;
-    }
     /* --ignore_linear: a nonzero byte keeps that namespace character's features out of
      * the linear ones (crossed all the same); each example's count of them in `ignored` */
     unsigned char linear_off[256];
@@ -804,7 +825,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     float *tmp_v = NULL;
     uint64_t *keys = NULL; /* (--feature_limit/--sort_features: a run's sort keys) */
     Py_ssize_t tmp_cap = 0, key_cap = 0;
-    spelt_t sp = {NULL, NULL, 0, 0, -1};
+    spelt_t sp = {NULL, NULL, 0, 0, -1, spell_ns}, ap = {NULL, NULL, 0, 0, -1, affix_ns};
+    spelt_t *side[2]; /* the line's side buffers, in order of their first feature */
     int spelled = 0; /* whether the namespace being read is spelled */
     if (ncap >= 0)
         indptr[0] = tag_ptr[0] = 0;
@@ -860,8 +882,9 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         /* the features, from the first '|' to the line's end */
         uint32_t ns_hash = 0, anon = 0; /* anon: the namespace's running count of :v features */
         n_line_ns = n_seg = 0;
-        sp.n = 0;
-        sp.seg = -1;
+        sp.n = ap.n = 0;
+        sp.seg = ap.seg = -1;
+        side[0] = side[1] = NULL;
         int ns_c = -1, regroup = 0;
         const Py_ssize_t ex_start = nnz;
         float scale = 1.0f;
@@ -879,9 +902,10 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 const unsigned char *colon = memchr(ts, ':', (size_t)(q - ts));
                 scale = 1.0f;
                 if (colon && !read_number(colon + 1, q, &scale)) { status = 1; goto done; }
-                if (n_seg == MAX_SEGS || nc == spell_ns) { status = 1; goto done; }
+                if (n_seg == MAX_SEGS || nc == spell_ns || nc == affix_ns)
+                    { status = 1; goto done; }
                 spelled = spell[nc] && !(spell_ns >= 0 && drop[spell_ns]);
-                afx = affix && affix[16 * nc] && !drop[spell_ns] ? affix + 16 * nc : NULL;
+                afx = affix && affix[16 * nc] && !drop[affix_ns] ? affix + 16 * nc : NULL;
                 seg_s[n_seg] = nnz;
                 seg_next[n_seg] = -1;
                 seg_c[n_seg] = (unsigned char)nc;
@@ -923,10 +947,9 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                     q += n;
                     if (scale == 0.0f) /* (the value: scale * 1, exactly) */
                         continue;
-                    if ((spelled && !spelt_push(&sp, spelling_hash(q - n, (size_t)n, ns_hash) & m,
-                                                scale, n_seg - 1)) ||
-                        (afx && !affix_push(&sp, afx, q - n, (size_t)n, ns_hash, hash_all, scale,
-                                            m, n_seg - 1))) {
+                    if ((spelled || afx) &&
+                        !side_push(&ap, afx, &sp, spelled, side, q - n, (size_t)n, ns_hash,
+                                   hash_all, scale, m, n_seg - 1)) {
                         status = 3;
                         goto done;
                     }
@@ -950,10 +973,9 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                     v = scale * v;
                     if (v == 0.0f)
                         continue;
-                    if ((spelled && !spelt_push(&sp, spelling_hash(nm, (size_t)n, ns_hash) & m, v,
-                                                n_seg - 1)) ||
-                        (afx && !affix_push(&sp, afx, nm, (size_t)n, ns_hash, hash_all, v, m,
-                                            n_seg - 1))) {
+                    if ((spelled || afx) &&
+                        !side_push(&ap, afx, &sp, spelled, side, nm, (size_t)n, ns_hash,
+                                   hash_all, v, m, n_seg - 1)) {
                         status = 3;
                         goto done;
                     }
@@ -989,10 +1011,9 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             if (v == 0.0f)
                 continue;
             /* (an anonymous feature's spelling is empty: the namespace's hash) */
-            if ((spelled && !spelt_push(&sp, spelling_hash(ts, (size_t)(ne - ts), ns_hash) & m,
-                                        v, n_seg - 1)) ||
-                (afx && ne != ts && !affix_push(&sp, afx, ts, (size_t)(ne - ts), ns_hash,
-                                                hash_all, v, m, n_seg - 1))) {
+            if ((spelled || afx) &&
+                !side_push(&ap, afx, &sp, spelled, side, ts, (size_t)(ne - ts), ns_hash,
+                           hash_all, v, m, n_seg - 1)) {
                 status = 3;
                 goto done;
             }
@@ -1010,31 +1031,32 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             nnz++;
         }
         seg_s[n_seg] = nnz; /* (the last segment's end) */
-        if (sp.n) { /* the spelling namespace joins the line's */
+        for (int j = 0; j < 2 && side[j]; j++) { /* the side namespaces join the line's */
             regroup = 1;
-            line_ns[n_line_ns++] = (unsigned char)spell_ns;
-            opened[spell_ns] = stamp;
-            first_seg[spell_ns] = -1;
+            line_ns[n_line_ns++] = (unsigned char)side[j]->ns;
+            opened[side[j]->ns] = stamp;
+            first_seg[side[j]->ns] = -1;
         }
         if (regroup) {
-            Py_ssize_t cnt = nnz - ex_start + sp.n;
+            Py_ssize_t cnt = nnz - ex_start + sp.n + ap.n;
             if (ex_start + cnt > fcap) { status = 2; goto done; }
             if (cnt > tmp_cap && !grow_scratch(&tmp_i, &tmp_v, &tmp_cap, cnt)) {
                 status = 3;
                 goto done;
             }
-            /* in order of each character's first feature (one without: empty); the
-             * spelling namespace before the segment that made its first feature */
+            /* in order of each character's first feature (one without: empty); a side
+             * namespace before the segment that made its first feature */
             unsigned char order[256];
             int no = 0;
             for (int j = 0; j < n_line_ns; j++)
                 gs[line_ns[j]] = ge[line_ns[j]] = -1;
             for (int g = 0; g < n_seg; g++) {
                 unsigned char c = seg_c[g];
-                if (g == sp.seg && sp.n) {
-                    gs[spell_ns] = 0;
-                    order[no++] = (unsigned char)spell_ns;
-                }
+                for (int j = 0; j < 2 && side[j]; j++)
+                    if (g == side[j]->seg) {
+                        gs[side[j]->ns] = 0;
+                        order[no++] = (unsigned char)side[j]->ns;
+                    }
                 if (seg_s[g + 1] > seg_s[g] && gs[c] < 0) {
                     gs[c] = 0;
                     order[no++] = c;
@@ -1047,11 +1069,12 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             for (int j = 0; j < no; j++) {
                 unsigned char c = order[j];
                 gs[c] = ex_start + off;
-                if (c == spell_ns && sp.n) {
-                    memcpy(tmp_i + off, sp.idx, (size_t)sp.n * 4);
-                    memcpy(tmp_v + off, sp.val, (size_t)sp.n * 4);
-                    off += sp.n;
-                }
+                for (int j = 0; j < 2 && side[j]; j++)
+                    if (c == side[j]->ns) {
+                        memcpy(tmp_i + off, side[j]->idx, (size_t)side[j]->n * 4);
+                        memcpy(tmp_v + off, side[j]->val, (size_t)side[j]->n * 4);
+                        off += side[j]->n;
+                    }
                 for (int g = first_seg[c]; g >= 0; g = seg_next[g]) {
                     for (Py_ssize_t a = seg_s[g]; a < seg_s[g + 1]; a++, off++) {
                         tmp_i[off] = indices[a]; /* (a few features a segment) */
@@ -1128,6 +1151,8 @@ done:
     free(keys);
     free(sp.idx);
     free(sp.val);
+    free(ap.idx);
+    free(ap.val);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&bb);
     PyBuffer_Release(&bp);

@@ -33,16 +33,17 @@ Here these run as one text-to-text step in front of terascale's parser, only whe
 these flags is given (on a run the compiled learner takes, ``-t -i``, ``-n N`` and
 ``--oaa K`` included, its parser makes ``--ngram``/``--skips`` and ``--spelling`` without
 the others (:attr:`FeatureGen.parser_made`), and ``--redefine``, ``--feature_limit``,
-``--hash_seed``, ``--hash all``, ``--sort_features`` and ``--affix`` from
-:meth:`FeatureGen.spec` (:attr:`FeatureGen.parser_rules`) instead, ``_vwonline``, and
+``--hash_seed``, ``--hash all``, ``--sort_features`` and ``--affix`` (``--spelling`` beside
+some of them) from :meth:`FeatureGen.spec` (:attr:`FeatureGen.parser_rules`) instead,
+``_vwonline``, and
 ``--invert_hash`` names them by :meth:`FeatureGen.line` read again: this rewrite, in
 Python, takes 20-100x VW's CPU time): each line is
 rewritten with every feature named by its final hash (an
 all-digit name ``D`` in namespace ``c`` hashes to ``D + hash(c)``, as VW's ``hashstring``
 does), under the namespace letter it ends in. The parser then adds the constant and the
 interactions as always, so the examples are VW's bit for bit; the hot path never sees these
-flags. The rewritten copy lives in a temporary file (removed at exit). Where only the hashes
-change (``--hash_seed``, ``--hash all``), ``SOURCES`` maps the copy back to its input and
+flags. The rewritten copy lives in a scratch file of the run (``_files.scratch_file``).
+Where only the hashes change (``--hash_seed``, ``--hash all``), ``SOURCES`` maps the copy back to its input and
 its hashing, and ``--audit`` and ``--invert_hash`` name the features by the original words;
 with the other flags ``GENERATED`` keeps the input and the generation, and
 ``--invert_hash`` names each feature as VW does (an n-gram by its words, ``t^w2^w47``, an
@@ -51,15 +52,14 @@ affix ``affix^t+2=ab``), while ``--audit``'s names are the rewritten ones.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..._errors import ConfigError, DataError
+from ..._files import scratch_file
 from ..._lazy import lazy_module
 from .._io._hashnames import hashstring, murmur3_32
 
@@ -190,9 +190,9 @@ class FeatureGen:
         if not (ngram or skips or feature_limit or redefine or hash_seed
                 or keep is not None or affix or hash_all or sort_features or spelling):
             return None
-        if sort_features and (ngram or feature_limit or affix):
-            raise ConfigError("--sort_features with --ngram/--feature_limit/--affix is not "
-                              "supported by terascale vw")
+        if sort_features and (ngram or affix):
+            raise ConfigError("--sort_features with --ngram/--affix is not supported by "
+                              "terascale vw")
         if affix and (ngram or feature_limit):
             raise ConfigError("--affix with --ngram/--feature_limit is not supported by "
                               "terascale vw")
@@ -253,11 +253,13 @@ class FeatureGen:
         (``--redefine``, ``--feature_limit``, ``--hash_seed``, ``--hash all``,
         ``--sort_features``, ``--affix`` of at most 15 affixes a namespace, :meth:`spec`),
         with ``--ngram``/``--skips`` where no limit is given (a limit there sorts the
-        n-grams' unmasked indices), without ``--spelling`` (whose namespace's place in the
-        line the affixes' takes) and ``--feature_mask``."""
+        n-grams' unmasked indices), with ``--spelling`` only beside ``--affix``,
+        ``--hash_seed`` and ``--hash all`` (the spelling and affix namespaces listed in VW's
+        order), without ``--feature_mask``."""
         return bool(self.limit or self.redefine is not None or self.seed or self.hash_all
                     or self.sort or self.affix) and not (
-            self.spelling or self.keep is not None
+            (self.spelling and (self.limit or self.sort or self.redefine is not None))
+            or self.keep is not None
             or (self.limit and (self.ngram or self.skips))
             or any(len(v) > 15 for v in self.affix.values()))
 
@@ -551,8 +553,7 @@ def rewrite_inputs(paths: Sequence[str], gen: FeatureGen) -> list[str]:
 
     out = []
     for path in paths:
-        fd, tmp = tempfile.mkstemp(prefix="terascale-vwgen-", suffix=".vw")
-        atexit.register(lambda t=tmp: os.path.exists(t) and os.unlink(t))
+        fd, tmp = scratch_file("terascale-vwgen-", ".vw")  # (removed with the run)
         with os.fdopen(fd, "w") as f:
             for k, text in enumerate(_lines(path), 1):
                 f.write(gen.line(text, f"{path}:{k}") + "\n")

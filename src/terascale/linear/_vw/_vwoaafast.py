@@ -196,6 +196,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
     from ._vwonline import _fast, _parsed, _Parser, as_arrays
     from ._vwout import _LINK_CODES
     from ._vwpasses import Inputs
+    from ._vwreport import RUN_T
 
     fast = _fast()
     k, names, options = int(job["k"]), job["names"], dict(job["options"])
@@ -214,8 +215,8 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
     stop = EarlyStop(opts.patience) if period and passes > 1 else None
     index = _Indexing(k, say=not quiet, given=job.get("indexing"))
     probabilities, scores = bool(job["probabilities"]), bool(job.get("scores"))
-    table = _Table(quiet, bool(period) and passes > 1, names, probabilities, scores,
-                   t0=start_t(start))
+    t0 = start_t(start)
+    table = _Table(quiet, bool(period) and passes > 1, names, probabilities, scores, t0=t0)
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
     how = _LINK_CODES[job["link"]] if job.get("link") and not test else -1
@@ -285,7 +286,10 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
                 a = learners.arrays[c]
                 average_weights(comm, a[:, 0], a[:, 1], a[:, 2], learners.states[c],
                                 opts.averaging, averaged_rows(len(a)))
-            t = comm.allreduce(t.copy())
+            mine = t.copy()
+            if rank:  # (each worker's running t starts at -i's or --initial_t's t: the
+                mine[RUN_T] -= t0  # job's counts it once, as the numba pass's workers')
+            t = comm.allreduce(mine)
             job_totals.append(t)
         if table.prog is not None:  # (where the table stood: the counters of a kept pass;
             marks.append(table.mark(job_totals if size > 1 else None))  # -n N: the job's)
@@ -299,7 +303,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
             print_test_block(table)
         return  # (-t with -f: the numba pass, _vwonline.c_path)
     kept = (start[0].info.get("vw_counters") or {}) if start else {}
-    t0, initial_t = float(kept.get("t") or 0.0), float(kept.get("initial_t") or 0.0)
+    initial_t = float(kept.get("initial_t") or 0.0)
     parse = start[0].parse if start is not None else opts.parse_options()
     totals = (job_totals if size > 1 else table.passes) or [np.zeros(9)]
     progress = None if table.prog is None else table.mark(totals if size > 1 else None)
@@ -360,8 +364,9 @@ def _worker(job: dict[str, Any]) -> None:
     from ._vwworkers import Joining
 
     start = None
-    if job.get("range"):  # (--min_prediction/--max_prediction alone)
-        start = ranged_start(job["range"], int(job["k"]), learners_options(job), _learner)
+    if job.get("range"):  # (--min_prediction/--max_prediction, --initial_t alone)
+        start = ranged_start(job["range"], int(job["k"]), learners_options(job), _learner,
+                             job.get("initial_t"))
     elif job.get("initial"):
         start = split_oaa(read_vw_model(job["initial"], oaa=True, plain=True,
                                         generation=job.get("generation")), int(job["k"]),

@@ -38,7 +38,8 @@ parsed so, its errors quoting the line as given. So are ``--redefine``,
 (``_vwgen.FeatureGen.parser_rules``: the parser files a namespace under its redefined
 letter, hashes its names with the seed, or all with murmur3, sorts each namespace's
 features, keeping the first of each index up to its limit, and adds each named feature's
-affixes, listed as the spelling namespace is; with ``--oaa K``, sorted by VW's ``-b`` bits
+affixes, listed as the spelling namespace is, ``--spelling`` beside them in VW's order;
+with ``--oaa K``, sorted by VW's ``-b`` bits
 of each index, then kept to the learners' b - log2 K), ``-n N`` and ``--invert_hash``
 (the features named as ``_vwgen`` names them, from the input read again) included.
 ``--skip-bad`` runs here too
