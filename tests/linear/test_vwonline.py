@@ -848,25 +848,36 @@ def test_skip_bad_in_the_compiled_learner_is_the_numba_pass(tmp_path, capfd, mon
     assert code == 2 and f"{data}, line 8: a feature has more than one ':'" in err
 
 
+_HUGE = "1 |a x:1e30 y\n-1 |b z:-3e25 w:1e20\n"  # (squares past float's range)
+_GONE_WRONG = ("[error] The features have too much magnitude",
+               "[warning] update is NAN, replacing with 0", "[warning] NAN prediction in")
+
+
 @built
-@pytest.mark.parametrize("case", ["huge", more("infinite")])
+@pytest.mark.parametrize("case", ["huge", more("infinite"), "labels"])
 def test_learning_prints_vws_lines_on_numbers_gone_wrong(tmp_path, case):
     """VW's gd tells on standard output of a feature whose square overflows a float
     ("too much magnitude"), of a NaN update (replaced by 0) and of a NaN score (predicted
     as 0; -r writes it, `-nan`): features of 1e30 give the first two, --l2 100 drives
     weights to infinities that give the third; a logistic loss of scores past 88 (from a
-    model of weights 95, labels 200) overflows C's expf into a `-nan` loss. The compiled learner prints VW's lines, in VW's order, VW's table (with no
-    warning of numpy's) and writes VW's -p and -r."""
+    model of weights 95, labels 200) overflows C's expf into a `-nan` loss. terascale
+    prints VW's lines, in VW's order, VW's table (with no warning of numpy's) and writes
+    VW's -p and -r: the compiled learner, between a label's two warnings where the
+    example is learned from, --binary's line last ("labels")."""
     data = tmp_path / "d.vw"
+    lines = _GONE_WRONG
     if case == "huge":
-        data.write_text("1 |a x:1e30 y\n-1 |b z:-3e25 w:1e20\n" +
-                        "\n".join(_lines(150, 7, "real")) + "\n")
+        data.write_text(_HUGE + "\n".join(_lines(150, 7, "real")) + "\n")
         flags = ["--l2", "100"]
+    elif case == "labels":
+        data.write_text("3 |a x:1e20 y:3\n2 |a x:1e20 z:2\n1 |a y:1\n")
+        flags, lines = ["--loss_function", "logistic", "--binary"], lines[:2]
     else:
         data.write_text("200 |a x:1\n-1 |a x:1\n" * 3)
         run_ok([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "--initial_weight",
                 "95", "-l", "0", "-f", "m95", "--quiet"], tmp_path)
         flags = ["-i", str(tmp_path / "m95"), "--loss_function", "logistic"]
+        lines = ()
     got = {}
     for who, cmd, _ in _who(numba=False):
         d = tmp_path / who
@@ -878,9 +889,8 @@ def test_learning_prints_vws_lines_on_numbers_gone_wrong(tmp_path, case):
                                                                         "Output"))]
         got[who] = (r.stdout, err, (d / "p").read_text(), (d / "r").read_text())
     out = got["vw"][0]
-    for line in ("[error] The features have too much magnitude",
-                 "[warning] update is NAN, replacing with 0",
-                 "[warning] NAN prediction in")[:3 if case == "huge" else 0]:
+    for line in lines:
         assert line in out
-    assert "-nan" in (got["vw"][3] if case == "huge" else "\n".join(got["vw"][1]))
+    if case != "labels":
+        assert "-nan" in (got["vw"][3] if case == "huge" else "\n".join(got["vw"][1]))
     assert got["c"] == got["vw"]
