@@ -854,7 +854,7 @@ _GONE_WRONG = ("[error] The features have too much magnitude",
 
 
 @built
-@pytest.mark.parametrize("case", ["huge", more("infinite"), "labels"])
+@pytest.mark.parametrize("case", ["huge", more("infinite"), "labels", "rules"])
 def test_learning_prints_vws_lines_on_numbers_gone_wrong(tmp_path, case):
     """VW's gd tells on standard output of a feature whose square overflows a float
     ("too much magnitude"), of a NaN update (replaced by 0) and of a NaN score (predicted
@@ -862,13 +862,14 @@ def test_learning_prints_vws_lines_on_numbers_gone_wrong(tmp_path, case):
     weights to infinities that give the third; a logistic loss of scores past 88 (from a
     model of weights 95, labels 200) overflows C's expf into a `-nan` loss. terascale
     prints VW's lines, in VW's order, VW's table (with no warning of numpy's) and writes
-    VW's -p and -r: the compiled learner, between a label's two warnings where the
-    example is learned from, --binary's line last ("labels")."""
+    VW's -p and -r: the compiled learner; between a label's two warnings where the
+    example is learned from, --binary's line last ("labels"); VW's other update rules,
+    whose normalized rule counts such a feature's norm as 1 ("rules")."""
     data = tmp_path / "d.vw"
     lines = _GONE_WRONG
-    if case == "huge":
+    if case in ("huge", "rules"):
         data.write_text(_HUGE + "\n".join(_lines(150, 7, "real")) + "\n")
-        flags = ["--l2", "100"]
+        flags = ["--l2", "100", *(["--normalized", "--invariant"] if case == "rules" else [])]
     elif case == "labels":
         data.write_text("3 |a x:1e20 y:3\n2 |a x:1e20 z:2\n1 |a y:1\n")
         flags, lines = ["--loss_function", "logistic", "--binary"], lines[:2]
@@ -892,5 +893,5 @@ def test_learning_prints_vws_lines_on_numbers_gone_wrong(tmp_path, case):
     for line in lines:
         assert line in out
     if case != "labels":
-        assert "-nan" in (got["vw"][3] if case == "huge" else "\n".join(got["vw"][1]))
+        assert "-nan" in (got["vw"][3] if case != "infinite" else "\n".join(got["vw"][1]))
     assert got["c"] == got["vw"]

@@ -33,9 +33,9 @@ from .._online._progress import fixed as _fixed
 
 np = lazy_module("numpy", globals(), "np")
 
-__all__ = ["average_loss", "batch_opening", "batch_test_lines", "best_constant",
-           "closing_block",
-           "holdout_on", "learner_notes", "multiclass_log_loss", "preamble", "run_label_sum",
+__all__ = ["MAGNITUDE", "NAN_SCORE", "NAN_UPDATE", "average_loss", "batch_opening",
+           "batch_test_lines", "best_constant", "closing_block", "holdout_on",
+           "learner_notes", "multiclass_log_loss", "preamble", "run_label_sum",
            "running_sum", "test_block"]
 
 # a ``pass_totals`` row's slots after the pass's own nine sums: VW's running sums over
@@ -100,9 +100,10 @@ def nan_predictions(raw: np.ndarray, before: int, out: TextIO | None) -> None:
         out.write(_nan_prediction(before + int(i) + 1))
 
 
-# the compiled learner's notes of an example (``_vwlearn.c``'s NOTE_*): the bits of a NaN
-# score and of a NaN update, then the count of features too large to square in float
-_NAN_SCORE, _NAN_UPDATE, _MAGNITUDE = 1, 2, 4
+# an example's note, what VW's gd tells of it (``_vwlearn.c``'s NOTE_*, ``_vwgdpass``'s):
+# the bits of a NaN score and of a NaN update, then MAGNITUDE times the count of features
+# too large to square in float
+NAN_SCORE, NAN_UPDATE, MAGNITUDE = 1, 2, 4
 
 
 def learner_notes(notes: np.ndarray, numbers: np.ndarray) -> dict[int, tuple[str, str]]:
@@ -114,9 +115,9 @@ def learner_notes(notes: np.ndarray, numbers: np.ndarray) -> dict[int, tuple[str
     lines = {}
     for i in np.flatnonzero(notes).tolist():
         v = int(notes[i])
-        before = _nan_prediction(int(numbers[i])) if v & _NAN_SCORE else ""
-        after = ("[error] The features have too much magnitude\n" * (v // _MAGNITUDE) +
-                 ("[warning] update is NAN, replacing with 0\n" if v & _NAN_UPDATE else ""))
+        before = _nan_prediction(int(numbers[i])) if v & NAN_SCORE else ""
+        after = ("[error] The features have too much magnitude\n" * (v // MAGNITUDE) +
+                 ("[warning] update is NAN, replacing with 0\n" if v & NAN_UPDATE else ""))
         lines[i] = (before, after)
     return lines
 
