@@ -854,7 +854,7 @@ _GONE_WRONG = ("[error] The features have too much magnitude",
 
 
 @built
-@pytest.mark.parametrize("case", ["huge", more("infinite"), "labels", "rules"])
+@pytest.mark.parametrize("case", ["huge", more("infinite"), "labels", "rules", "replayed"])
 def test_learning_prints_vws_lines_on_numbers_gone_wrong(tmp_path, case):
     """VW's gd tells on standard output of a feature whose square overflows a float
     ("too much magnitude"), of a NaN update (replaced by 0) and of a NaN score (predicted
@@ -864,7 +864,8 @@ def test_learning_prints_vws_lines_on_numbers_gone_wrong(tmp_path, case):
     prints VW's lines, in VW's order, VW's table (with no warning of numpy's) and writes
     VW's -p and -r: the compiled learner; between a label's two warnings where the
     example is learned from, --binary's line last ("labels"); VW's other update rules,
-    whose normalized rule counts such a feature's norm as 1 ("rules")."""
+    whose normalized rule counts such a feature's norm as 1 ("rules"); and the later
+    passes over a small cache, made many in one compiled call ("replayed")."""
     data = tmp_path / "d.vw"
     lines = _GONE_WRONG
     if case in ("huge", "rules"):
@@ -873,6 +874,9 @@ def test_learning_prints_vws_lines_on_numbers_gone_wrong(tmp_path, case):
     elif case == "labels":
         data.write_text("3 |a x:1e20 y:3\n2 |a x:1e20 z:2\n1 |a y:1\n")
         flags, lines = ["--loss_function", "logistic", "--binary"], lines[:2]
+    elif case == "replayed":
+        data.write_text("1 |a x:1e20 y:3\n0 |a x:1e20 z:2\n1 |a y:1\n")
+        flags, lines = ["--passes", "6", "-c", "--holdout_off"], lines[:2]
     else:
         data.write_text("200 |a x:1\n-1 |a x:1\n" * 3)
         run_ok([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "--initial_weight",
@@ -883,15 +887,18 @@ def test_learning_prints_vws_lines_on_numbers_gone_wrong(tmp_path, case):
     for who, cmd, _ in _who(numba=False):
         d = tmp_path / who
         d.mkdir()
-        r = subprocess.run([*cmd, "-d", str(data), *flags, "-p", "p", "-r", "r"],
+        written = ["-p", "p", "-r", "r"] if case != "replayed" else []  # (none replays)
+        r = subprocess.run([*cmd, "-d", str(data), *flags, *written],
                            cwd=d, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
         err = [ln for ln in r.stderr.splitlines() if not ln.startswith(("Enabled", "Input",
                                                                         "Output"))]
-        got[who] = (r.stdout, err, (d / "p").read_text(), (d / "r").read_text())
+        got[who] = (r.stdout, err, *((d / f).read_text() for f in written[1::2]))
     out = got["vw"][0]
     for line in lines:
         assert line in out
-    if case != "labels":
+    if case == "replayed":  # (the passes after the second, replayed, tell of them too)
+        assert out.count(lines[0]) > 8
+    if case in ("huge", "rules", "infinite"):
         assert "-nan" in (got["vw"][3] if case != "infinite" else "\n".join(got["vw"][1]))
     assert got["c"] == got["vw"]

@@ -34,7 +34,7 @@ from .._online._progress import fixed as _fixed
 np = lazy_module("numpy", globals(), "np")
 
 __all__ = ["MAGNITUDE", "NAN_SCORE", "NAN_UPDATE", "average_loss", "batch_opening",
-           "batch_test_lines", "best_constant", "closing_block", "holdout_on",
+           "batch_test_lines", "best_constant", "closing_block", "example_numbers", "holdout_on",
            "learner_notes", "multiclass_log_loss", "preamble", "run_label_sum",
            "running_sum", "test_block"]
 
@@ -104,6 +104,16 @@ def nan_predictions(raw: np.ndarray, before: int, out: TextIO | None) -> None:
 # the bits of a NaN score and of a NaN update, then MAGNITUDE times the count of features
 # too large to square in float
 NAN_SCORE, NAN_UPDATE, MAGNITUDE = 1, 2, 4
+
+
+def example_numbers(labels: Any, hold: Any, cum_n: Any, start: int, end: int,
+                    base: int = 0) -> list[int]:
+    """Each example's number in VW's count (from 1) over [start, end) of a chunk: ``base``
+    plus the chunk's examples counted up to it (``cum_n``: the compiled ``counts``'), itself
+    included unless it is a labelled one held out (``hold``: a byte per example, empty for
+    none), which VW does not count."""
+    return [base + cum_n[i] + (1 if hold and hold[i] and labels[i] == labels[i] else 0)
+            for i in range(start, end)]
 
 
 def learner_notes(notes: np.ndarray, numbers: np.ndarray) -> dict[int, tuple[str, str]]:
