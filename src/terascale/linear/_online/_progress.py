@@ -268,7 +268,8 @@ class Progress:
             # (VW cuts a loss to its column's 8 characters: 134.296493 is 134.2964)
             avg = fixed(acc[0] / acc[1])[:8] if acc[1] else "n.a."
             since = fixed(dl / dw)[:8] if dw else "n.a."
-        print(f"{avg:<8} {since:<8} {counter:>12d} {weight:>14.1f} {_fit(lab):>14} "
+        wt = f"{weight:.1f}"[:14]  # (VW cuts it to its column, no dots: 1e30 10000000150474)
+        print(f"{avg:<8} {since:<8} {counter:>12d} {wt:>14} {_fit(lab):>14} "
               f"{_fit(pr):>14} {feats:>8d}{held}", file=self.out)
 
 

@@ -206,7 +206,7 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
         best = f(1) if c1 <= 0 else f(-1) if c2 <= 0 else _logf(f(c2 / c1))
     else:  # quantile
         best = l2 if f(f(tau) * f(c1 + c2)) < c2 else l1
-    lines = [f"best constant = {best:.6f}"]
+    lines = [f"best constant = {_fixed(best)}"]  # (a NaN with its sign, as C++'s)
     if not more:  # VW's get_loss of the constant, in float
         kind = loss_code(loss, raw_labels=True, tau=tau)
         loss32 = _loss32()
@@ -232,7 +232,7 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
                            loss=loss, binary=False)
         total = f(at(l1) * c1) if c1 > 0 else f(0)
         total = f(total + (f(at(l2) * c2) if c2 > 0 else f(0)))
-        lines.append(f"best constant's loss = {f(total / f(c1 + c2)):.6f}")
+        lines.append(f"best constant's loss = {_fixed(f(total / f(c1 + c2)))}")
     return lines
 
 
