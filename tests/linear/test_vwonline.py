@@ -854,7 +854,8 @@ _GONE_WRONG = ("[error] The features have too much magnitude",
 
 
 @built
-@pytest.mark.parametrize("case", ["huge", more("infinite"), "labels", "rules", "replayed"])
+@pytest.mark.parametrize("case", ["huge", more("infinite"), "labels", "rules", "invariant",
+                                  "replayed"])
 def test_learning_prints_vws_lines_on_numbers_gone_wrong(tmp_path, case):
     """VW's gd tells on standard output of a feature whose square overflows a float
     ("too much magnitude"), of a NaN update (replaced by 0) and of a NaN score (predicted
@@ -864,13 +865,16 @@ def test_learning_prints_vws_lines_on_numbers_gone_wrong(tmp_path, case):
     prints VW's lines, in VW's order, VW's table (with no warning of numpy's) and writes
     VW's -p and -r: the compiled learner; between a label's two warnings where the
     example is learned from, --binary's line last ("labels"); VW's other update rules,
-    whose normalized rule counts such a feature's norm as 1 ("rules"); and the later
-    passes over a small cache, made many in one compiled call ("replayed")."""
+    whose normalized rule counts such a feature's norm as 1 ("rules"), and whose invariant
+    rule alone squares it to an infinity without a warning of numpy's ("invariant"); and
+    the later passes over a small cache, made many in one compiled call ("replayed")."""
     data = tmp_path / "d.vw"
     lines = _GONE_WRONG
-    if case in ("huge", "rules"):
+    if case in ("huge", "rules", "invariant"):
         data.write_text(_HUGE + "\n".join(_lines(150, 7, "real")) + "\n")
-        flags = ["--l2", "100", *(["--normalized", "--invariant"] if case == "rules" else [])]
+        flags = ["--l2", "100", *{"rules": ["--normalized", "--invariant"],
+                                  "invariant": ["--invariant"]}.get(case, [])]
+        lines = () if case == "invariant" else lines  # (VW's invariant rule alone: none)
     elif case == "labels":
         data.write_text("3 |a x:1e20 y:3\n2 |a x:1e20 z:2\n1 |a y:1\n")
         flags, lines = ["--loss_function", "logistic", "--binary"], lines[:2]

@@ -341,7 +341,8 @@ def _sum_feat_sq(data: Any, paths: list[str]) -> np.ndarray:
     from ._vwtext import _lines, _sections
 
     X = data.X
-    x2 = (X.data * X.data).astype(_F)
+    with np.errstate(over="ignore"):  # (a square past float's range is VW's inf)
+        x2 = (X.data * X.data).astype(_F)
     out = np.empty(data.n, _F)
     parse = data.parse
     inters = compile_interactions(parse.quadratic, parse.cubic, parse.interactions,
