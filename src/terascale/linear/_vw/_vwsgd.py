@@ -164,8 +164,12 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     run = np.array([preserved.get("sum_loss", 0.0), preserved.get(
         "weighted_labeled_examples", 0.0), preserved.get("weighted_unlabeled_examples", 0.0),
         seen_t]) if "examples" in preserved else np.array([0.0, 0.0, 0.0, seen_t])
-    best, no_win = np.inf, 0
-    kept_pass, upto, mark = None, None, None  # (the model of the last pass that improved)
+    # VW's early stop on the holdout loss (it restores the weights, sums and scalars of
+    # the pass it keeps: ``kept`` its totals' count and progress mark)
+    from .._holdout import EarlyStop
+
+    stop = EarlyStop(int(args.patience)) if not holdout_off else None
+    kept_at, upto, mark = None, None, None
     from . import _vwgdpass as gd
 
     sc = np.zeros(gd.SIZE)
@@ -247,19 +251,12 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                                       weights64[~data.labelled], weights64)):
                 run[k] = np.cumsum(np.concatenate(([run[k]], part)))[-1]
             totals.append(tot + [float(v) for v in run])
-            if not holdout_off:
-                this = tot[2] / tot[3] if tot[3] > 0 else np.inf
-                if this < best:  # (VW writes -f's model now; an early stop keeps it)
-                    best, no_win = this, 0
-                    kept_pass = (w.copy(), None if g2 is None else g2.copy(),
-                                 None if nrm is None else nrm.copy(), sc.copy(),
-                                 len(totals), prog.mark())
-                else:
-                    no_win += 1
-                if no_win >= int(args.patience):
-                    if kept_pass is not None:
-                        w, g2, nrm, sc, upto, mark = kept_pass
+            if stop is not None:
+                if stop.end_pass(tot[2], tot[3], w, g2, nrm, sc):
+                    upto, mark = kept_at
                     break
+                if stop.no_win == 0:  # (VW writes -f's model now; an early stop keeps it)
+                    kept_at = (len(totals), prog.mark())
     lo, hi, total_w, nsnx = sc[gd.LO], sc[gd.HI], sc[gd.TOTAL_W], sc[gd.NSNX]
     gravity, contraction = sc[gd.GRAVITY], sc[gd.CONTRACTION]
     if args.model or args.readable_model:
