@@ -77,7 +77,8 @@ def test_feature_mask_learns_only_the_masks_weights(tmp_path, capfd, monkeypatch
 
 def test_label_words_that_start_with_a_number(tmp_path, capfd, monkeypatch):
     """``1:1`` is label 1 and ``2abc`` label 2, as VW's simple-label parser reads them;
-    passes that hold nothing out end with VW's ``undefined (no holdout)``."""
+    passes that hold nothing out end with VW's ``undefined (no holdout)``, and stop when
+    VW's do."""
     lines = [f"{ln.split()[0][:4]}:{k % 3} {ln.split(' ', 1)[1]}"
              for k, ln in enumerate(_lines(60, 4))]
     lines[5] = "2abc " + lines[5].split(" ", 1)[1]
@@ -87,6 +88,11 @@ def test_label_words_that_start_with_a_number(tmp_path, capfd, monkeypatch):
     err = _same(tmp_path, capfd, monkeypatch, ["-d", "small.vw", "--passes", "2", "-c",
                                                "-k"])
     assert _avg(err) == "undefined (no holdout)"
+    # (VW's early stop there: the first pass wins, the passes stop 3 passes later; VW's
+    # other update rules too)
+    args = ["-d", "small.vw", "--sgd", "--passes", "6", "-c", "-k"]
+    err = _same(tmp_path, capfd, monkeypatch, args)
+    assert _closing_block(err) == _closing_block(run_vw(args, tmp_path))
 
 
 def test_save_per_pass_writes_vws_model_of_each_pass(tmp_path, capfd, monkeypatch):

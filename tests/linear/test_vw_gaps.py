@@ -762,3 +762,29 @@ def test_vws_logging_options(flags, tmp_path):
     mine = ("Enabled", "Input label", "Output pred")
     for vw, ts in ((runs[0].stdout, runs[1].stdout), (runs[0].stderr, runs[1].stderr)):
         assert ts.splitlines() == [ln for ln in vw.splitlines() if not ln.startswith(mine)]
+
+
+_VW_ONLY = ("Enabled", "Input label", "Output pred")  # (the preamble lines VW alone prints)
+
+
+@pytest.mark.parametrize("flags", [["-P", "1"], more(["--passes", "2", "-c", "-k",
+                                                      "--holdout_off"])])
+def test_huge_and_tiny_importance_weights_print_vws_table(flags, tmp_path, capfd,
+                                                         monkeypatch):
+    """Importance weights of 1e30 and 1e-30: VW's progress table cuts the weight column to
+    its 14 characters (no dots, as the label's), and a NaN in the closing block keeps its
+    sign (`-nan`: a weight of 3.4e38 makes the best constant's loss one)."""
+    (tmp_path / "d.vw").write_text("1 1e30 |a x\n-1 1e-30 |a y\n1 1e14 |a z\n-1 2 |a x\n"
+                                   " |a q\n-1 1e30 |a z\n1 1e-30 |a x\n")
+    (tmp_path / "e.vw").write_text("1 1e30 |a x\n-1 3.4e38 |a y\n1 1e-30 |a z\n")
+    for data in ("d.vw", "e.vw"):
+        args = ["-d", data, *flags]
+        want = [ln for ln in run_vw(args, tmp_path).splitlines() if not ln.startswith(_VW_ONLY)]
+        code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+        assert code == 0
+        if data == "d.vw":
+            assert " 10000000150474 " in "\n".join(want)
+            assert err.splitlines() == want
+        else:  # (the closing block)
+            assert "best constant's loss = -nan" in want
+            assert err.splitlines()[-4:] == want[-4:]

@@ -64,6 +64,7 @@ def test_label_sections_vw_warns_of_are_read_as_vw(flags, tmp_path):
     more(["-t", "-i", "m", "--loss_function", "hinge", "-P", "1"]),
     more(["--loss_function", "logistic", "--passes", "2", "-c", "-k", "-P", "1"]),
     more(["-t", "-i", "m", "--loss_function", "logistic"]),
+    ["--sgd", "--binary", "--loss_function", "hinge", "-P", "1"],  # (VW's other rules)
 ])
 def test_labels_binary_and_the_loss_do_not_expect_are_told_of_as_vw(flags, tmp_path):
     """A label other than -1 and 1: --binary's ``[error]`` line (one per labelled example

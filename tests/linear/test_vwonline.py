@@ -858,39 +858,61 @@ def test_skip_bad_in_the_compiled_learner_is_the_numba_pass(tmp_path, capfd, mon
     assert code == 2 and f"{data}, line 8: a feature has more than one ':'" in err
 
 
+_HUGE = "1 |a x:1e30 y\n-1 |b z:-3e25 w:1e20\n"  # (squares past float's range)
+_GONE_WRONG = ("[error] The features have too much magnitude",
+               "[warning] update is NAN, replacing with 0", "[warning] NAN prediction in")
+
+
 @built
-@pytest.mark.parametrize("case", ["huge", more("infinite")])
+@pytest.mark.parametrize("case", ["huge", more("infinite"), "labels", "rules", "invariant",
+                                  "replayed"])
 def test_learning_prints_vws_lines_on_numbers_gone_wrong(tmp_path, case):
     """VW's gd tells on standard output of a feature whose square overflows a float
     ("too much magnitude"), of a NaN update (replaced by 0) and of a NaN score (predicted
     as 0; -r writes it, `-nan`): features of 1e30 give the first two, --l2 100 drives
     weights to infinities that give the third; a logistic loss of scores past 88 (from a
-    model of weights 95, labels 200) overflows C's expf into a `-nan` loss. The compiled learner prints VW's lines, in VW's order, VW's table (with no
-    warning of numpy's) and writes VW's -p and -r."""
+    model of weights 95, labels 200) overflows C's expf into a `-nan` loss. terascale
+    prints VW's lines, in VW's order, VW's table (with no warning of numpy's) and writes
+    VW's -p and -r: the compiled learner; between a label's two warnings where the
+    example is learned from, --binary's line last ("labels"); VW's other update rules,
+    whose normalized rule counts such a feature's norm as 1 ("rules"), and whose invariant
+    rule alone squares it to an infinity without a warning of numpy's ("invariant"); and
+    the later passes over a small cache, made many in one compiled call ("replayed")."""
     data = tmp_path / "d.vw"
-    if case == "huge":
-        data.write_text("1 |a x:1e30 y\n-1 |b z:-3e25 w:1e20\n" +
-                        "\n".join(_lines(150, 7, "real")) + "\n")
-        flags = ["--l2", "100"]
+    lines = _GONE_WRONG
+    if case in ("huge", "rules", "invariant"):
+        data.write_text(_HUGE + "\n".join(_lines(150, 7, "real")) + "\n")
+        flags = ["--l2", "100", *{"rules": ["--normalized", "--invariant"],
+                                  "invariant": ["--invariant"]}.get(case, [])]
+        lines = () if case == "invariant" else lines  # (VW's invariant rule alone: none)
+    elif case == "labels":
+        data.write_text("3 |a x:1e20 y:3\n2 |a x:1e20 z:2\n1 |a y:1\n")
+        flags, lines = ["--loss_function", "logistic", "--binary"], lines[:2]
+    elif case == "replayed":
+        data.write_text("1 |a x:1e20 y:3\n0 |a x:1e20 z:2\n1 |a y:1\n")
+        flags, lines = ["--passes", "6", "-c", "--holdout_off"], lines[:2]
     else:
         data.write_text("200 |a x:1\n-1 |a x:1\n" * 3)
         run_ok([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "--initial_weight",
                 "95", "-l", "0", "-f", "m95", "--quiet"], tmp_path)
         flags = ["-i", str(tmp_path / "m95"), "--loss_function", "logistic"]
+        lines = ()
     got = {}
     for who, cmd, _ in _who(numba=False):
         d = tmp_path / who
         d.mkdir()
-        r = subprocess.run([*cmd, "-d", str(data), *flags, "-p", "p", "-r", "r"],
+        written = ["-p", "p", "-r", "r"] if case != "replayed" else []  # (none replays)
+        r = subprocess.run([*cmd, "-d", str(data), *flags, *written],
                            cwd=d, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
         err = [ln for ln in r.stderr.splitlines() if not ln.startswith(("Enabled", "Input",
                                                                         "Output"))]
-        got[who] = (r.stdout, err, (d / "p").read_text(), (d / "r").read_text())
+        got[who] = (r.stdout, err, *((d / f).read_text() for f in written[1::2]))
     out = got["vw"][0]
-    for line in ("[error] The features have too much magnitude",
-                 "[warning] update is NAN, replacing with 0",
-                 "[warning] NAN prediction in")[:3 if case == "huge" else 0]:
+    for line in lines:
         assert line in out
-    assert "-nan" in (got["vw"][3] if case == "huge" else "\n".join(got["vw"][1]))
+    if case == "replayed":  # (the passes after the second, replayed, tell of them too)
+        assert out.count(lines[0]) > 8
+    if case in ("huge", "rules", "infinite"):
+        assert "-nan" in (got["vw"][3] if case != "infinite" else "\n".join(got["vw"][1]))
     assert got["c"] == got["vw"]

@@ -268,7 +268,8 @@ class Progress:
             # (VW cuts a loss to its column's 8 characters: 134.296493 is 134.2964)
             avg = fixed(acc[0] / acc[1])[:8] if acc[1] else "n.a."
             since = fixed(dl / dw)[:8] if dw else "n.a."
-        print(f"{avg:<8} {since:<8} {counter:>12d} {weight:>14.1f} {_fit(lab):>14} "
+        wt = f"{weight:.1f}"[:14]  # (VW cuts it to its column, no dots: 1e30 10000000150474)
+        print(f"{avg:<8} {since:<8} {counter:>12d} {wt:>14} {_fit(lab):>14} "
               f"{_fit(pr):>14} {feats:>8d}{held}", file=self.out)
 
 
@@ -314,7 +315,8 @@ def label_warnings(labels: np.ndarray, weights: np.ndarray, hold: np.ndarray | N
     also updates, none at weight 0; then ``--binary``'s ``[error]`` on a label other than
     -1 and 1, one per labelled example, at weight 0 and held out too. VW writes them to
     standard output. ``around``: other lines of VW's logger, by example index (of
-    ``labels``), printed before and after that example's own."""
+    ``labels``): the first before that example's own, the second after the loss's first
+    line where it learns (its update's), else before its loss's line."""
     from .._losstable import loss_spec
 
     spec = loss_spec(loss)
@@ -327,15 +329,13 @@ def label_warnings(labels: np.ndarray, weights: np.ndarray, hold: np.ndarray | N
         marked = sorted(set(marked) | {i - start for i in around})
     for i in marked:
         before, after = around.get(start + i, ("", "")) if around else ("", "")
-        text.append(before)
-        if of_loss[i] or of_binary[i]:
-            v = _fmt(lab[i])
-            if of_loss[i]:
-                twice = learned and not (hold is not None and hold[start + i])
-                text.append(f"{spec.warning.format(v)}\n" * (2 if twice else 1))
-            if of_binary[i]:
-                text.append(_BINARY.format(v))
-        text.append(after)
+        v = _fmt(lab[i]) if of_loss[i] or of_binary[i] else ""
+        warning = f"{spec.warning.format(v)}\n" if of_loss[i] else ""
+        twice = learned and not (hold is not None and hold[start + i])
+        # (VW's update computes the loss, then its learner tells of the update; its
+        # output computes the loss again, then --binary checks the label)
+        text += [before, warning if twice else "", after, warning,
+                 _BINARY.format(v) if of_binary[i] else ""]
     if text:
         out.write("".join(text))
 

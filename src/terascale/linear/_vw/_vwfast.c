@@ -1426,8 +1426,10 @@ static PyMethodDef METHODS[] = {
      "VW's logger tells of it, empty for none); the number of examples noted"},
     {"passes", vw_passes, METH_VARARGS,
      "passes(indptr, indices, values, labels, weights, table, state, kind, eta, decay, "
-     "power_t, l1, l2, by_sign, clip, holdout, sums, carry, rows): more passes over one chunk "
-     "with nothing to report between them, a row of sums a pass (_vwlearn.c)"},
+     "power_t, l1, l2, by_sign, clip, holdout, sums, carry, rows, notes) -> int: more passes "
+     "over one chunk with nothing to report between them, a row of sums a pass, stopping "
+     "after one with notes (an int32 per example, empty for none kept; _vwlearn.c); the "
+     "passes made"},
     {"oaa_learn", vw_oaa_learn, METH_VARARGS,
      "oaa_learn(indptr, indices, values, targets, weights, start, end, table, states, k, "
      "kind, eta, power_t, l1, l2, link, scores, by_sign, clip): --oaa K's learners over "
@@ -1496,7 +1498,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
                  : c >= 'A' && c <= 'Z' ? 'A' : c == '.' ? '.' : '#';
     PyObject *mod = PyModule_Create(&MODULE);
     /* (the calling convention: terascale.linear._vw.VWFAST's number) */
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 24) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 25) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

@@ -5,7 +5,9 @@ compiled by numba: example by example over the pass's CSR rows, in VW's float ar
 ``powf`` for the decays other than the square root's).
 
 The caller keeps the run (the passes, the progress table, the counters, the model); the
-pass gives each example's prediction, raw score and weighted loss, and leaves the weights,
+pass gives each example's prediction, raw score, weighted loss and note (what VW's gd tells
+of it on its logger: ``_vwreport``'s ``NAN_SCORE`` and ``NAN_UPDATE`` bits, plus
+``MAGNITUDE`` times the features whose float square overflows), and leaves the weights,
 the per-weight sums and the learner's scalars (``sc``, indexed by the names below) where
 VW's learner would leave them.
 """
@@ -26,6 +28,7 @@ from .._losses import (
     loss32,
     square_grad32,
 )
+from ._vwreport import MAGNITUDE, NAN_SCORE, NAN_UPDATE
 
 __all__ = ["CONTRACTION", "GRAVITY", "HI", "HOLDOUT_W", "LO", "MULTIPLIER", "NSNX", "SEEN_T",
            "SIZE", "TOTAL_W", "UNLABELLED_W", "gd_pass", "sync_weights"]
@@ -116,11 +119,12 @@ def gd_pass(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
             adaptive: bool, normalized: bool, invariant: bool, sqrt_rate: bool,
             neg_power_t: float, neg_norm_power: float, eta: float, sparse_l2: float,
             l1: float, l2: float, preds: np.ndarray, partials: np.ndarray,
-            losses: np.ndarray) -> None:
+            losses: np.ndarray, notes: np.ndarray) -> None:
     """One pass: each example predicted (``preds``, before the clip ``partials``), its
-    loss times its weight (``losses``, 0 where it has no label or weight) and, where
-    ``learn``, learned from. ``scored``: the labelled examples that are not test ones (VW
-    widens the prediction range to their labels before predicting)."""
+    loss times its weight (``losses``, 0 where it has no label or weight), its note
+    (``notes``, int32) and, where ``learn``, learned from. ``scored``: the labelled
+    examples that are not test ones (VW widens the prediction range to their labels before
+    predicting)."""
     for i in range(len(labels)):
         a, b = indptr[i], indptr[i + 1]
         # (numba's float() keeps a float32 one: np.float64 widens, as VW's doubles do)
@@ -140,6 +144,7 @@ def gd_pass(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
                 s += np.float32(w[indices[k]] * values[k])
         raw = _f(float(s) * _f(sc[CONTRACTION]))
         partials[i] = raw
+        note = NAN_SCORE if math.isnan(raw) else 0
         p = 0.0 if math.isnan(raw) else min(max(raw, sc[LO]), sc[HI])
         p = _f(p)
         preds[i] = p
@@ -173,7 +178,11 @@ def gd_pass(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
                                         w[c] = np.float32(_f(w[c] * _pow(_f(rs * rs),
                                                                          neg_norm_power)))
                                 nrm[c] = np.float32(ax)
-                            norm_x += np.float32(_f(x2 / _f(nrm[c] * nrm[c])))
+                            if x2 > _FLT_MAX:  # (VW's "too much magnitude": counts 1)
+                                norm_x += np.float32(1.0)
+                                note += MAGNITUDE
+                            else:
+                                norm_x += np.float32(_f(x2 / _f(nrm[c] * nrm[c])))
                         rate[c] = np.float32(_decay(g2[c], nrm[c], adaptive, normalized,
                                                     sqrt_rate, neg_power_t, neg_norm_power))
                         ppu32 += np.float32(_f(x2 * rate[c]))
@@ -201,6 +210,9 @@ def gd_pass(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
                 sc[GRAVITY] += eta_bar * l1
         if learn[i] and sparse_l2 != 0:  # VW's gd: after the loss's update, whatever it is
             update = _f(_f(update) - _f(sparse_l2 * p))
+        if learn[i] and math.isnan(update):
+            note |= NAN_UPDATE
+        notes[i] = note
         if learn[i] and not math.isnan(update) and update != 0:
             u = _f(update)
             if normalized:

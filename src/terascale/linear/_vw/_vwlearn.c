@@ -595,11 +595,14 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
 }
 
 /* passes(indptr, indices, values, labels, weights, table, state, kind, eta, decay,
- * power_t, l1, l2, by_sign, clip, holdout, sums, carry, rows): R more passes over one
- * chunk with nothing to report between them (no line, prediction or early stop due:
- * _vwpasses.Replay decides), as R calls of learn and the Python bookkeeping of each pass
- * (_vwonline._Pass.learn) would make them. Each pass first multiplies the rate (the
- * float eta of the pass before) by the float decay; then learns from the chunk's examples
+ * power_t, l1, l2, by_sign, clip, holdout, sums, carry, rows, notes): up to R more passes
+ * over one chunk with nothing to report between them (no line, prediction or early stop
+ * due: _vwpasses.Replay decides), as R calls of learn and the Python bookkeeping of each
+ * pass (_vwonline._Pass.learn) would make them; where notes (an int32 per example, as
+ * learn's; empty: none kept) is given, the passes stop after the first whose examples
+ * VW's logger tells of, its notes left there. Returns the passes made. Each pass first
+ * multiplies the rate (the float eta of the pass before) by the float decay; then learns
+ * from the chunk's examples
  * and adds, in double and in turn, every labelled example not held out's label x weight to
  * carry[0] (Progress.label_sum), every unlabelled one's weight to carry[1] and every
  * one's to carry[2] (Progress.seen_sums): counts' sums 3-5 (_vwtable.c's chunk_counts). rows (R x PASS_ROW doubles) gets, a row a pass:
@@ -610,15 +613,16 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
 #define PASS_ROW 16
 PyObject *vw_passes(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer bp, bi, bv, bl, bw, bt, bs, bsg, bcl, bh, bsu, bc, br;
+    Py_buffer bp, bi, bv, bl, bw, bt, bs, bsg, bcl, bh, bsu, bc, br, bn;
     long long kind;
     double eta, decay, power_t, l1, l2;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*Ldddddy*y*y*w*w*w*", &bp, &bi, &bv, &bl, &bw,
-                          &bt, &bs, &kind, &eta, &decay, &power_t, &l1, &l2, &bsg, &bcl, &bh,
-                          &bsu, &bc, &br))
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*Ldddddy*y*y*w*w*w*w*", &bp, &bi, &bv, &bl,
+                          &bw, &bt, &bs, &kind, &eta, &decay, &power_t, &l1, &l2, &bsg, &bcl,
+                          &bh, &bsu, &bc, &br, &bn))
         return NULL;
     Py_ssize_t n = bl.len / 4, passes = br.len / (PASS_ROW * 8);
     size_t rows = (size_t)bt.len / 12;
+    Py_ssize_t made = 0;
     double seg[8];
     Py_buffer out = {0}, none = {0}; /* (the pass's sums; no predictions) */
     out.buf = seg;
@@ -627,6 +631,8 @@ PyObject *vw_passes(PyObject *self, PyObject *args) {
                                    &bsg, &bcl, &bh, &bsu);
     if (!err && bc.len < 3 * 8)
         err = "passes: carry is too short";
+    if (!err && bn.len && bn.len / 4 < n)
+        err = "passes: notes is too short";
     settings st;
     if (!err && !learn_settings(&st, kind, bsg.buf, bcl.buf, eta, power_t, l1, l2))
         err = "learn: unknown loss code";
@@ -636,15 +642,18 @@ PyObject *vw_passes(PyObject *self, PyObject *args) {
         double *sums = bsu.buf, *carry = bc.buf, *row = br.buf;
         float rate = (float)eta;
         int bad = 0;
-        Py_ssize_t noted = 0; /* (the replayed passes keep no notes: learn_range counts) */
+        int32_t *notes = bn.len ? bn.buf : NULL;
+        Py_ssize_t noted = 0;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t r = 0; r < passes && !bad; r++, row += PASS_ROW) {
+        for (Py_ssize_t r = 0; r < passes && !bad && !noted; r++, row += PASS_ROW) {
             if (decay != 1.0)
                 rate = rate * (float)decay;
             set_rates(&st, (double)rate, power_t, l1, l2);
             memset(seg, 0, sizeof seg);
+            if (notes)
+                memset(notes, 0, (size_t)n * sizeof *notes);
             bad = learn_range(bp.buf, bi.buf, bv.buf, labels, weights, 0, n, bt.buf, rows,
-                              bs.buf, &st, seg, NULL, NULL, hold, sums, NULL, &noted);
+                              bs.buf, &st, seg, NULL, NULL, hold, sums, notes, &noted);
             double c[6] = {0.0, 0.0, 0.0, carry[0], carry[1], carry[2]};
             chunk_counts(bp.buf, labels, weights, hold, NULL, n, c, NULL, NULL, 0.0, 0);
             carry[0] = c[3], carry[1] = c[4], carry[2] = c[5];
@@ -660,19 +669,21 @@ PyObject *vw_passes(PyObject *self, PyObject *args) {
             row[13] = carry[2];
             row[14] = (double)rate;
             row[15] = sums[4];
+            made = r + 1;
         }
         Py_END_ALLOW_THREADS
         if (bad)
             err = "learn: unknown loss code";
     }
-    Py_buffer *all[] = {&bp, &bi, &bv, &bl, &bw, &bt, &bs, &bsg, &bcl, &bh, &bsu, &bc, &br};
+    Py_buffer *all[] = {&bp, &bi, &bv, &bl, &bw, &bt, &bs, &bsg, &bcl, &bh, &bsu, &bc, &br,
+                        &bn};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++)
         PyBuffer_Release(all[k]);
     if (err) {
         PyErr_SetString(PyExc_ValueError, err);
         return NULL;
     }
-    Py_RETURN_NONE;
+    return PyLong_FromSsize_t(made);
 }
 
 /* sync(table, state[, k, c]): of learner c of --oaa K's interleaved rows (oaa_learn) */

@@ -662,7 +662,8 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
                 replays = replay is not None
             k = replay.ahead(passes - p) if replay is not None else 0
             if k:
-                rate = float(replay.learn(k, rate, totals, marks))
+                k, rate = replay.learn(k, rate, totals, marks)
+                rate = float(rate)
                 p += k
             else:
                 if p > 0 and opts.decay_learning_rate != 1.0:
@@ -793,12 +794,10 @@ class _Pass:
             sys.stdout.write("".join(a + z for _, (a, z) in sorted(around.items())))
 
     def _numbers(self, b: tuple, hold: Any, start: int, end: int) -> list[int]:
-        """Each example's number in VW's count (from 1) over [start, end): the examples
-        counted up to it (``cum_n``), itself included unless it is a labelled one held out,
-        which VW does not count."""
-        labels, cum_n = b[3], self.cum_n
-        return [cum_n[i] + (1 if hold and hold[i] and labels[i] == labels[i] else 0)
-                for i in range(start, end)]
+        """Each example's number in VW's count (from 1) over [start, end)."""
+        from ._vwreport import example_numbers
+
+        return example_numbers(b[3], hold, self.cum_n, start, end)
 
     def _write(self, pred: array, b: tuple, start: int, n: int) -> None:
         from ._vwout import predicted

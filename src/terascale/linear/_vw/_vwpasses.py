@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from array import array
 from collections.abc import Iterator
 from typing import Any
@@ -213,8 +214,14 @@ class Replay:
         # its examples add to the progress table's (``cum_w``'s last step): the compiled
         # ``counts`` that _Pass.learn takes them from, over the chunk once
         sums, cum_w, none = array("d", bytes(48)), array("d", bytes(8 * n)), array("q")
+        # where the table is printed: each example's count in the pass (VW's number of it,
+        # for its learner's lines) and the passes' notes (VW's logger is quiet with it)
+        lines = run.prog.out is not None
+        self.cum_n = array("q", bytes(8 * n)) if lines else none
+        self.notes = array("i", bytes(4 * n)) if lines else array("i")
         run.fast.counts(chunk[0], chunk[3], chunk[4], self.hold,
-                        chunk[9] if chunk[9] is not None else none, sums, cum_w, none, 0.0, 0)
+                        chunk[9] if chunk[9] is not None else none, sums, cum_w, self.cum_n,
+                        0.0, 0)
         self.counted = (sums[0], int(sums[1]), int(sums[2]))
         self.step = cum_w[n - 1]
         self.most = max(most, 1)
@@ -239,17 +246,26 @@ class Replay:
             w, k = w + self.step, k + 1
         return k
 
-    def learn(self, k: int, rate: float, totals: list, marks: list) -> float:
-        """Make ``k`` passes (:meth:`ahead`'s at most) after one at ``rate``; append each
-        pass's totals and progress mark as the run's loop does; returns the last one's
-        rate (a float32's value)."""
+    def learn(self, k: int, rate: float, totals: list, marks: list) -> tuple[int, float]:
+        """Make ``k`` passes (:meth:`ahead`'s at most) after one at ``rate``, or fewer:
+        the passes stop after one that VW's learner tells of (a NaN score or update, a
+        feature of too much magnitude), whose lines are printed; append each pass's totals
+        and progress mark as the run's loop does; returns the passes made and the last
+        one's rate (a float32's value)."""
         run, b, prog = self.run, self.chunk, self.run.prog
         opts = run.opts
         carry = array("d", [prog.label_sum, *prog.seen_sums])
-        run.fast.passes(b[0], b[1], b[2], b[3], b[4], run.table, run.state, run.kind,
-                        float(rate), float(opts.decay_learning_rate), opts.power_t,
-                        opts.l1, run.l2, run.signs, run.clips, self.hold, prog.sums, carry,
-                        memoryview(self.rows)[:_ROW * k])
+        k = run.fast.passes(b[0], b[1], b[2], b[3], b[4], run.table, run.state, run.kind,
+                            float(rate), float(opts.decay_learning_rate), opts.power_t,
+                            opts.l1, run.l2, run.signs, run.clips, self.hold, prog.sums,
+                            carry, memoryview(self.rows)[:_ROW * k], self.notes)
+        if self.notes.count(0) != len(self.notes):  # (the last pass's examples noted)
+            from ._vwreport import example_numbers, learner_notes
+
+            base = prog.seen_n + (k - 1) * self.counted[1]
+            around = learner_notes(self.notes, example_numbers(
+                b[3], self.hold, self.cum_n, 0, len(self.notes), base))
+            sys.stdout.write("".join(a + z for _, (a, z) in sorted(around.items())))
         rows = [self.rows[_ROW * j:_ROW * (j + 1)].tolist() for j in range(k)]
         for row in rows:
             row[6:9] = map(float, self.counted)
@@ -266,4 +282,4 @@ class Replay:
                 prog.seen_w = prog.seen_w + self.step
             prog.seen_n += k * self.counted[1]
         self.inputs._count_skipped(k)
-        return rows[k - 1][14]
+        return k, rows[k - 1][14]

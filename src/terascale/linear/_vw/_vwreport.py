@@ -33,9 +33,9 @@ from .._online._progress import fixed as _fixed
 
 np = lazy_module("numpy", globals(), "np")
 
-__all__ = ["average_loss", "batch_opening", "batch_test_lines", "best_constant",
-           "closing_block",
-           "holdout_on", "learner_notes", "multiclass_log_loss", "preamble", "run_label_sum",
+__all__ = ["MAGNITUDE", "NAN_SCORE", "NAN_UPDATE", "average_loss", "batch_opening",
+           "batch_test_lines", "best_constant", "closing_block", "example_numbers", "holdout_on",
+           "learner_notes", "multiclass_log_loss", "preamble", "run_label_sum",
            "running_sum", "test_block"]
 
 # a ``pass_totals`` row's slots after the pass's own nine sums: VW's running sums over
@@ -100,9 +100,20 @@ def nan_predictions(raw: np.ndarray, before: int, out: TextIO | None) -> None:
         out.write(_nan_prediction(before + int(i) + 1))
 
 
-# the compiled learner's notes of an example (``_vwlearn.c``'s NOTE_*): the bits of a NaN
-# score and of a NaN update, then the count of features too large to square in float
-_NAN_SCORE, _NAN_UPDATE, _MAGNITUDE = 1, 2, 4
+# an example's note, what VW's gd tells of it (``_vwlearn.c``'s NOTE_*, ``_vwgdpass``'s):
+# the bits of a NaN score and of a NaN update, then MAGNITUDE times the count of features
+# too large to square in float
+NAN_SCORE, NAN_UPDATE, MAGNITUDE = 1, 2, 4
+
+
+def example_numbers(labels: Any, hold: Any, cum_n: Any, start: int, end: int,
+                    base: int = 0) -> list[int]:
+    """Each example's number in VW's count (from 1) over [start, end) of a chunk: ``base``
+    plus the chunk's examples counted up to it (``cum_n``: the compiled ``counts``'), itself
+    included unless it is a labelled one held out (``hold``: a byte per example, empty for
+    none), which VW does not count."""
+    return [base + cum_n[i] + (1 if hold and hold[i] and labels[i] == labels[i] else 0)
+            for i in range(start, end)]
 
 
 def learner_notes(notes: np.ndarray, numbers: np.ndarray) -> dict[int, tuple[str, str]]:
@@ -114,9 +125,9 @@ def learner_notes(notes: np.ndarray, numbers: np.ndarray) -> dict[int, tuple[str
     lines = {}
     for i in np.flatnonzero(notes).tolist():
         v = int(notes[i])
-        before = _nan_prediction(int(numbers[i])) if v & _NAN_SCORE else ""
-        after = ("[error] The features have too much magnitude\n" * (v // _MAGNITUDE) +
-                 ("[warning] update is NAN, replacing with 0\n" if v & _NAN_UPDATE else ""))
+        before = _nan_prediction(int(numbers[i])) if v & NAN_SCORE else ""
+        after = ("[error] The features have too much magnitude\n" * (v // MAGNITUDE) +
+                 ("[warning] update is NAN, replacing with 0\n" if v & NAN_UPDATE else ""))
         lines[i] = (before, after)
     return lines
 
@@ -195,7 +206,7 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
         best = f(1) if c1 <= 0 else f(-1) if c2 <= 0 else _logf(f(c2 / c1))
     else:  # quantile
         best = l2 if f(f(tau) * f(c1 + c2)) < c2 else l1
-    lines = [f"best constant = {best:.6f}"]
+    lines = [f"best constant = {_fixed(best)}"]  # (a NaN with its sign, as C++'s)
     if not more:  # VW's get_loss of the constant, in float
         kind = loss_code(loss, raw_labels=True, tau=tau)
         loss32 = _loss32()
@@ -221,7 +232,7 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
                            loss=loss, binary=False)
         total = f(at(l1) * c1) if c1 > 0 else f(0)
         total = f(total + (f(at(l2) * c2) if c2 > 0 else f(0)))
-        lines.append(f"best constant's loss = {f(total / f(c1 + c2)):.6f}")
+        lines.append(f"best constant's loss = {_fixed(f(total / f(c1 + c2)))}")
     return lines
 
 

@@ -164,8 +164,12 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     run = np.array([preserved.get("sum_loss", 0.0), preserved.get(
         "weighted_labeled_examples", 0.0), preserved.get("weighted_unlabeled_examples", 0.0),
         seen_t]) if "examples" in preserved else np.array([0.0, 0.0, 0.0, seen_t])
-    best, no_win = np.inf, 0
-    kept_pass, upto, mark = None, None, None  # (the model of the last pass that improved)
+    # VW's early stop on the holdout loss (it restores the weights, sums and scalars of
+    # the pass it keeps: ``kept`` its totals' count and progress mark)
+    from .._holdout import EarlyStop
+
+    stop = EarlyStop(int(args.patience)) if not holdout_off else None
+    kept_at, upto, mark = None, None, None
     from . import _vwgdpass as gd
 
     sc = np.zeros(gd.SIZE)
@@ -182,18 +186,24 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
             preds = np.empty(data.n, _F)
             partials = np.empty(data.n, _F)
             losses = np.zeros(data.n)
+            notes = np.zeros(data.n, np.int32)
             gd.gd_pass(X.indptr.astype(np.int64), indices, X.data, np.zeros(0, _F)
                        if sumsq is None else sumsq, data.labels, data.weights,
                        data.learn, labelled & ~data.test, labelled, data.holdout, w, g2,
                        nrm, rate, sc, kind, adaptive, normalized, invariant, sqrt_rate,
                        float(neg_power_t), float(neg_norm_power), float(eta),
-                       float(sparse_l2), l1, l2, preds, partials, losses)
+                       float(sparse_l2), l1, l2, preds, partials, losses, notes)
+            if args.binary:  # VW's 0/1 loss of the sign where the label is -1 or 1
+                signed = labelled & (np.abs(data.labels) == 1)
+                losses[signed] = np.where((preds > 0) != (data.labels > 0), weights64,
+                                          0.0)[signed]
             # the pass's sums, running as VW's counters run (each a sequential double sum)
             runs = [np.cumsum(np.where(m, v, 0.0)) for m in sums_of
                     for v in (losses, weights64)]
             tot = [float(r[-1]) if len(r) else 0.0 for r in runs] + [float(data.n)]
             seen_w = prog.seen_w + np.cumsum(np.where(kept, weights64, 0.0))
             seen_n = prog.seen_n + np.cumsum(kept)
+            told = _Logger(data, notes, seen_n, loss, bool(args.binary), prog.out)
             lm = np.where(sums_of[0], losses, 0.0)  # (a 0 added leaves a sum as it is)
             cum_loss = np.cumsum(np.concatenate(([run[0]], lm)))[1:]
             cum_lab = np.cumsum(np.concatenate(([run[1]], np.where(sums_of[0], weights64,
@@ -206,6 +216,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                     at += 1
                 if at >= data.n:
                     break
+                told.upto(at + 1)  # (standard output's lines of the examples before)
                 now = prog.done + np.array([float(r[at]) for r in runs])
                 now[:2] = cum_loss[at], cum_lab[at]  # (VW's running sums)
                 prog.line(now, prog.prev, int(seen_n[at]), float(seen_w[at]),
@@ -215,6 +226,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                 prog.due = prog.next_due(float(seen_w[at]))
                 last = at
                 at += 1
+            told.upto(data.n)
             # VW's loss since the last line: a double sum of the examples after it, in order
             prog.since[0] = np.cumsum(np.concatenate(([prog.since[0]], lm[last + 1:])))[-1]
             if data.n:
@@ -239,19 +251,12 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                                       weights64[~data.labelled], weights64)):
                 run[k] = np.cumsum(np.concatenate(([run[k]], part)))[-1]
             totals.append(tot + [float(v) for v in run])
-            if not holdout_off:
-                this = tot[2] / tot[3] if tot[3] > 0 else np.inf
-                if this < best:  # (VW writes -f's model now; an early stop keeps it)
-                    best, no_win = this, 0
-                    kept_pass = (w.copy(), None if g2 is None else g2.copy(),
-                                 None if nrm is None else nrm.copy(), sc.copy(),
-                                 len(totals), prog.mark())
-                else:
-                    no_win += 1
-                if no_win >= int(args.patience):
-                    if kept_pass is not None:
-                        w, g2, nrm, sc, upto, mark = kept_pass
+            if stop is not None:
+                if stop.end_pass(tot[2], tot[3], w, g2, nrm, sc):
+                    upto, mark = kept_at
                     break
+                if stop.no_win == 0:  # (VW writes -f's model now; an early stop keeps it)
+                    kept_at = (len(totals), prog.mark())
     lo, hi, total_w, nsnx = sc[gd.LO], sc[gd.HI], sc[gd.TOTAL_W], sc[gd.NSNX]
     gravity, contraction = sc[gd.GRAVITY], sc[gd.CONTRACTION]
     if args.model or args.readable_model:
@@ -274,10 +279,49 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                              "labels": distinct_labels([], data.labels[data.labelled]),
                              "loss": loss, "quantile_tau": options.get("quantile_tau", 0.5),
                              "best_constant": not args.dont_output_best_constant,
-                             "vw_preserved": args.vw_preserved,
-                             "label_warnings": False}),  # (none printed: docs/guide/vw)
+                             "vw_preserved": args.vw_preserved}),
               file=sys.stderr)
     return 0
+
+
+class _Logger:
+    """What VW's logger writes on standard output as a pass learns: the lines on the
+    labels its loss does not expect (and ``--binary``'s), with the learner's notes of each
+    example (``_vwgdpass``'s: a NaN score, features of too much magnitude, a NaN update)
+    around them; :meth:`upto` writes those of the examples up to one, in order, before
+    the progress line printed after it (``out``: the table's stream, None under --quiet,
+    where VW's logger is quiet too). ``seen_n``: each example's count in VW's counters."""
+
+    def __init__(self, data: Any, notes: np.ndarray, seen_n: np.ndarray, loss: str,
+                 binary: bool, out: Any) -> None:
+        from .._online._progress import any_warned
+        from ._vwreport import learner_notes
+
+        self.data, self.loss, self.binary, self.at = data, loss, binary, 0
+        on = out is not None
+        self.warns = on and any_warned(data.labels.tolist(), loss, binary)
+        noted = on and bool(notes.any())
+        # VW's number of each example: the counted ones up to it, a held-out one's next
+        self.around = learner_notes(notes, seen_n + data.holdout) if noted else {}
+        self.noted = sorted(self.around)
+
+    def upto(self, end: int) -> None:
+        """Write the lines of the examples before ``end`` not written yet."""
+        from bisect import bisect_left
+
+        start, self.at = self.at, max(self.at, end)
+        if end <= start or not (self.warns or self.noted):
+            return
+        keys = self.noted[bisect_left(self.noted, start):bisect_left(self.noted, end)]
+        around = {i: self.around[i] for i in keys}
+        if self.warns:
+            from .._online._progress import label_warnings
+
+            d = self.data
+            label_warnings(d.labels, d.weights, d.holdout, start, end, True, sys.stdout,
+                           loss=self.loss, binary=self.binary, around=around)
+        elif around:
+            sys.stdout.write("".join(a + z for a, z in around.values()))
 
 
 def _sum_feat_sq(data: Any, paths: list[str]) -> np.ndarray:
@@ -294,7 +338,8 @@ def _sum_feat_sq(data: Any, paths: list[str]) -> np.ndarray:
     from ._vwtext import _lines, _sections
 
     X = data.X
-    x2 = (X.data * X.data).astype(_F)
+    with np.errstate(over="ignore"):  # (a square past float's range is VW's inf)
+        x2 = (X.data * X.data).astype(_F)
     out = np.empty(data.n, _F)
     parse = data.parse
     inters = compile_interactions(parse.quadratic, parse.cubic, parse.interactions,
