@@ -36,12 +36,12 @@ def test_murmur3_reference_vectors():
 
 def test_plain_python_hashes_are_the_kernels():
     """``_io._hashnames`` (the names hashed without numba: --invert_hash, --audit) gives
-    the numba kernels' hashes: MurmurHash3 and VW's hashstring (digits: value + seed)."""
+    the numba kernels' hashes: MurmurHash3 (in Python, and the compiled core's) and VW's
+    hashstring (digits: value + seed)."""
     import numpy as np
 
     from terascale.linear._io._hashing import hashstring_nb, murmur3_32_nb
-    from terascale.linear._io._hashnames import hashstring
-    from terascale.linear._io._hashnames import murmur3_32 as plain_murmur
+    from terascale.linear._io._hashnames import hashstring, murmur3_32, murmur3_py
 
     rng = np.random.default_rng(5)
     words = [b"", b"0", b"007", b"9" * 25, b"x", b"abcd", b"abcde", "\u00fc-\u00df".encode(),
@@ -50,7 +50,8 @@ def test_plain_python_hashes_are_the_kernels():
     for w in words:
         for seed in (0, 1, 0x9747B28C, 4294967295):
             a = np.frombuffer(w, np.uint8)
-            assert plain_murmur(w, seed) == murmur3_32_nb(a, 0, len(w), seed), (w, seed)
+            want = murmur3_32_nb(a, 0, len(w), seed)
+            assert murmur3_py(w, seed) == want and murmur3_32(w, seed) == want, (w, seed)
             assert hashstring(w, seed) == hashstring_nb(a, 0, len(w), seed), (w, seed)
 
 

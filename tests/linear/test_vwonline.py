@@ -623,6 +623,46 @@ def test_readable_model_and_invert_hash_are_vws_without_numba(tmp_path, args):
     assert "Constant:" in (tmp_path / "ts" / "ih").read_text()
 
 
+@built
+@pytest.mark.parametrize("bits", [3, 18, 25])
+def test_invert_hash_names_come_from_the_lines_that_bring_a_new_index(bits, tmp_path,
+                                                                       monkeypatch):
+    """--invert_hash names a weight from the first line that has its index, found by the
+    compiled parser: the names read from those lines alone are those read from every
+    line, over many chunks (each asking for the indices still unnamed), lines the compiled
+    parser declines (a '+' label, a string value), a carriage return inside a line (a line break to
+    Python's text files), colliding names (-b 3) and a table above 2^24 rows (-b 25)."""
+    from types import SimpleNamespace
+
+    from terascale.linear._io._dataset import ParseOptions
+    from terascale.linear._vw import _vwnamelines, _vwonline
+    from terascale.linear._vw._vwtext import feature_names
+
+    rng = np.random.default_rng(3)
+    rows = [f"{'+1' if i % 97 == 5 else '-1'} |a " + " ".join(
+        f"w{v}" for v in rng.zipf(1.5, 6) % 300) + (" x\ry" if i == 250 else "")
+        + f" |b z{i % 7}:0.5" + (" c:red" if i % 89 == 7 else "") for i in range(800)]
+    (tmp_path / "d.vw").write_bytes(("\n".join(rows) + "\n").encode())
+    monkeypatch.setattr(_vwonline, "_CHUNK", 2048)
+    parse = ParseOptions(bits=bits, quadratic=("ab",))
+    reader = _vwonline._Parser(parse)
+    used = np.unique(reader.parse((tmp_path / "d.vw").read_bytes(), "d.vw", 1)[1])
+    model = SimpleNamespace(parse=parse, indices=used[::2].astype(np.uint32))
+    read, lines_to_name = [], _vwnamelines.lines_to_name
+
+    def counted(*a):
+        for k, line in lines_to_name(*a):
+            read.append(k)
+            yield k, line
+
+    monkeypatch.setattr(_vwnamelines, "lines_to_name", counted)
+    names = dict(feature_names([str(tmp_path / "d.vw")], model).items())
+    monkeypatch.setattr(_vwnamelines, "compiled_names", lambda path: False)
+    every = dict(feature_names([str(tmp_path / "d.vw")], model).items())
+    assert names == every and len(every) >= min(len(used) // 2, 8) and len(used) > 4
+    assert 6 in read and 8 in read and len(read) < 400, read
+
+
 def _args(line: list[str]) -> argparse.Namespace:
     """``terascale vw LINE``'s flags after VW's defaults, as the run sees them."""
     from terascale.cli import build_parser

@@ -2,13 +2,16 @@
 
 For the few names hashed outside the parsers (``--invert_hash``'s and ``--audit``'s
 names, a model's checksum): importing :mod:`._hashing`, whose kernels are numba's, costs
-a run of the compiled learner ~100 MB and ~0.4 s. A name takes ~2 us here; callers that
-meet a name many times keep its hash (``_vwtext._section_hashes``).
+a run of the compiled learner ~100 MB and ~0.4 s. MurmurHash3 is the compiled core's
+(``_vwfast.murmur3``: 0.2 us a short name) where it is built, else Python's (2-4 us);
+callers that meet a name many times keep its hash (``_vwtext._section_hashes``).
 """
 
 from __future__ import annotations
 
-__all__ = ["CONSTANT_HASH", "FNV_PRIME", "hashstring", "murmur3_32"]
+from collections.abc import Callable
+
+__all__ = ["CONSTANT_HASH", "FNV_PRIME", "hashstring", "murmur3_32", "murmur3_py"]
 
 FNV_PRIME = 16777619
 CONSTANT_HASH = 11650396  # VW's ``constant`` feature (the bias), in its own namespace
@@ -16,8 +19,9 @@ CONSTANT_HASH = 11650396  # VW's ``constant`` feature (the bias), in its own nam
 _M = 0xFFFFFFFF
 
 
-def murmur3_32(data: bytes, seed: int = 0) -> int:
-    """VW's ``uniform_hash``: MurmurHash3 x86_32 of ``data`` with a 32-bit seed."""
+def murmur3_py(data: bytes, seed: int = 0) -> int:
+    """VW's ``uniform_hash``: MurmurHash3 x86_32 of ``data`` with a 32-bit seed, in
+    Python (:data:`murmur3_32` is the compiled one where it is built)."""
     c1, c2 = 0xCC9E2D51, 0x1B873593
     h = seed & _M
     n = len(data) // 4
@@ -40,6 +44,18 @@ def murmur3_32(data: bytes, seed: int = 0) -> int:
     h ^= h >> 13
     h = (h * 0xC2B2AE35) & _M
     return h ^ (h >> 16)
+
+
+def _compiled() -> Callable[[bytes, int], int]:
+    """The compiled core's MurmurHash3 (the same bits), else :func:`murmur3_py`."""
+    from ..._cext import load
+    from .._vw import VWFAST
+
+    fast = load(*VWFAST)
+    return fast.murmur3 if fast is not None else murmur3_py
+
+
+murmur3_32 = _compiled()
 
 
 def hashstring(data: bytes, seed: int = 0) -> int:

@@ -4,7 +4,7 @@ outputs, ``terascale vw`` and the VW-only learners behind it."""
 # the compiled core (``_vwfast.c`` with ``_vwlearn.c``, ``_vwbits.c`` and ``_vwtable.c``:
 # VW text, VW's update, the cache's kernels, the one-worker run's counts and records)
 # and the calling convention every caller speaks: ``terascale._cext.load(*VWFAST)``
-VWFAST = ("terascale.linear._vw._vwfast", 25)
+VWFAST = ("terascale.linear._vw._vwfast", 26)
 
 
 def dense_table(bits: int, *width: int):

@@ -294,6 +294,31 @@ static inline int read_number(const unsigned char *s, const unsigned char *e, fl
     return 1;
 }
 
+/* murmur3(data, seed) -> int: VW's uniform_hash of the bytes data (MurmurHash3 x86_32)
+ * (any bytes-like object) under a 32-bit seed, for the names hashed in Python (_hashnames.murmur3_32's bits, at a
+ * thirtieth of its time: --invert_hash and --audit name every feature of the lines they
+ * read) */
+static PyObject *vw_murmur3(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "murmur3(data, seed) takes 2 arguments");
+        return NULL;
+    }
+    unsigned long long seed = PyLong_AsUnsignedLongLongMask(args[1]);
+    if (seed == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (PyBytes_Check(args[0])) /* (the common case, without a buffer's bookkeeping) */
+        return PyLong_FromUnsignedLong(murmur3(
+            (const unsigned char *)PyBytes_AS_STRING(args[0]),
+            (size_t)PyBytes_GET_SIZE(args[0]), (uint32_t)seed));
+    Py_buffer b;
+    if (PyObject_GetBuffer(args[0], &b, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t h = murmur3((const unsigned char *)b.buf, (size_t)b.len, (uint32_t)seed);
+    PyBuffer_Release(&b);
+    return PyLong_FromUnsignedLong(h);
+}
+
 /* number(text) -> float, or None: read_number's value of the whole of text (bytes), None
  * where it is not that form (_vwgen's rewrite then reads it as the numba parser does) */
 static PyObject *vw_number(PyObject *self, PyObject *args) {
@@ -1473,6 +1498,8 @@ static PyMethodDef METHODS[] = {
     {"predicted", vw_predicted, METH_VARARGS,
      "predicted(src, dst, code): -p's float32 values of float64 scores (-2 --binary, -1 "
      "the score, 0..2 link's codes) (_vwtable.c)"},
+    {"murmur3", (PyCFunction)(void (*)(void))vw_murmur3, METH_FASTCALL,
+     "murmur3(data, seed) -> VW's uniform_hash of the bytes data under a 32-bit seed"},
     {"number", vw_number, METH_VARARGS,
      "number(text) -> the float VW reads from text ([-]digits[.digits][e[-]digits]), or None"},
     {NULL, NULL, 0, NULL}};
@@ -1498,7 +1525,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
                  : c >= 'A' && c <= 'Z' ? 'A' : c == '.' ? '.' : '#';
     PyObject *mod = PyModule_Create(&MODULE);
     /* (the calling convention: terascale.linear._vw.VWFAST's number) */
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 25) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 26) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

@@ -35,9 +35,9 @@ these flags is given (on a run the compiled learner takes, ``-t -i``, ``-n N`` a
 the others (:attr:`FeatureGen.parser_made`), and ``--redefine``, ``--feature_limit``,
 ``--hash_seed``, ``--hash all``, ``--sort_features`` and ``--affix`` (``--spelling`` beside
 some of them) from :meth:`FeatureGen.spec` (:attr:`FeatureGen.parser_rules`) instead,
-``_vwonline``, and
-``--invert_hash`` names them by :meth:`FeatureGen.line` read again: this rewrite, in
-Python, takes 20-100x VW's CPU time): each line is
+``_vwonline``, and ``--invert_hash`` names them by :meth:`FeatureGen.line` of the lines
+that bring a new index (``_vwnamelines``): this rewrite, in Python, takes 20-100x VW's CPU
+time): each line is
 rewritten with every feature named by its final hash (an
 all-digit name ``D`` in namespace ``c`` hashes to ``D + hash(c)``, as VW's ``hashstring``
 does), under the namespace letter it ends in. The parser then adds the constant and the

@@ -9,10 +9,11 @@ as VW 9 writes it with its default ``--save_resume``); ``--invert_hash`` puts th
 name in front, ``namespace^feature`` (``feature`` in the default namespace,
 ``a^x*b^y`` for a cross, ``Constant`` for the bias). Names come from reading the VW text
 once more, only when asked, keeping one name per hashed index (VW keeps them while
-parsing): as many names as there are distinct features, never the examples. It imports no
-numba (the names hashed in Python, :mod:`.._io._hashnames`), so that the compiled learner
-writes these files as its run ends: 1.2M click lines at ``-b 18``, 52 MB peak against VW's
-66 MB (the numba pass: 201 MB); the names' pass takes most of such a run's time, as VW's.
+parsing): as many names as there are distinct features, never the examples; only the lines
+where the compiled parser first meets an index still unnamed are named
+(:mod:`._vwnamelines`: a tenth of a click log's). It imports no numba (the names hashed in
+Python, MurmurHash3 the compiled core's: :mod:`.._io._hashnames`), so that the compiled
+learner writes these files as its run ends.
 """
 
 from __future__ import annotations
@@ -169,22 +170,31 @@ def feature_names(paths: Sequence[str], model: Any, gen: Any = None) -> Mapping[
         raise ConfigError("--invert_hash needs --format vw (feature names come from VW text)")
     mask = p.mask
     names: Any
+    pending: Callable[[Any], Any]
     if mask < 1 << 24:  # a byte per index of the table: 1 in use, 2 named
         flags = bytearray(mask + 1)
-        np.frombuffer(flags, np.uint8)[np.asarray(model.indices, np.int64) & mask] = 1
+        states = np.frombuffer(flags, np.uint8)
+        states[np.asarray(model.indices, np.int64) & mask] = 1
         names = _Names()
 
         def name_of(h: int, full: str) -> None:
             if flags[h & mask] == 1:
                 flags[h & mask] = 2
                 names.add(h & mask, full)
+
+        def pending(idx: Any) -> Any:
+            return states[idx] == 1
     else:  # (the indices in use, a set: fewer than the table's)
         live = set(model.indices.tolist())
         names = {}
+        done = _Done(np.asarray(model.indices, np.int64) & mask)
 
         def name_of(h: int, full: str) -> None:
             if (h & mask) in live and (h & mask) not in names:
                 names[h & mask] = full
+                done.fresh.append(h & mask)
+
+        pending = done.pending
 
     if p.constant:
         name_of(CONSTANT_HASH, "Constant")
@@ -193,18 +203,27 @@ def feature_names(paths: Sequence[str], model: Any, gen: Any = None) -> Mapping[
                                   leave_duplicates=p.leave_duplicates)
 
     from ._vwgen import GENERATED, SOURCES
+    from ._vwnamelines import compiled_names, lines_to_name
 
     renamed = gen is not None and gen.renames_only
     for path in paths:
-        made = GENERATED.get(path) or (
-            (path, gen) if gen is not None and not renamed else None)
+        made, source = GENERATED.get(path), SOURCES.get(path)
+        lines: Iterable[tuple[int, str]]
+        if made or source:  # (a rewritten copy: every line of the input as given)
+            lines = enumerate(_lines((made or source)[0]), 1)  # type: ignore[index]
+        elif compiled_names(path):  # (the lines that bring a new index)
+            lines = lines_to_name(path, p, gen, pending)
+        else:
+            lines = enumerate(_lines(path), 1)
+        made = made or ((path, gen) if gen is not None and not renamed else None)
         if made:  # (the generated features named from the input's words)
-            _generated_names(*made, (ignored, linear_off), inters, p.permutations, name_of)
+            _generated_names(*made, lines, (ignored, linear_off), inters, p.permutations,
+                             name_of)
             continue
-        path, hash_seed, every = SOURCES.get(path) or (
-            (path, gen.seed, gen.hash_all) if renamed else (path, 0, False))
+        hash_seed, every = source[1:] if source else \
+            (gen.seed, gen.hash_all) if renamed else (0, False)
         seeds: dict[str, int] = {}
-        for line in _lines(path):
+        for _, line in lines:
             groups: dict[int, list[tuple[int, str]]] = {}
             for ns, fs in _sections(line):
                 ch = ns.encode("utf-8", "surrogateescape")[0] if ns else 32
@@ -220,6 +239,27 @@ def feature_names(paths: Sequence[str], model: Any, gen: Any = None) -> Mapping[
                     name_of(h, full)  # (VW names --ignore_linear's features too)
             crossed_names(inters, groups, p.permutations, name_of)
     return names
+
+
+class _Done:
+    """Which of the indices in use (``live``) have a name, for :func:`feature_names`' set
+    of a table above 2^24 rows: the indices named since the last question are in
+    :attr:`fresh`, marked when :meth:`pending` is next asked."""
+
+    def __init__(self, live: Any) -> None:
+        self.live = np.unique(live)
+        self.named = np.zeros(len(self.live), bool)
+        self.fresh: list[int] = []
+
+    def pending(self, idx: Any) -> Any:
+        """Which of ``idx`` are in use and not named yet."""
+        if self.fresh:
+            self.named[np.searchsorted(self.live, np.array(self.fresh, np.int64))] = True
+            self.fresh.clear()
+        if not len(self.live):
+            return np.zeros(len(idx), bool)
+        at = np.minimum(np.searchsorted(self.live, idx), len(self.live) - 1)
+        return (self.live[at] == idx) & ~self.named[at]
 
 
 class _Names(Mapping[int, str]):
@@ -251,6 +291,18 @@ class _Names(Mapping[int, str]):
         j = int(np.searchsorted(k, i))
         return int(order[j]) if j < len(k) and k[j] == i else -1
 
+    def many(self, idx: np.ndarray) -> list[str | None]:
+        """The name of each of the indices ``idx`` (None: none), found at once."""
+        self._at(0)  # (sorted)
+        k, order = self._sorted  # type: ignore[misc]
+        idx = np.asarray(idx, np.int64)
+        j = np.minimum(np.searchsorted(k, idx), max(len(k) - 1, 0))
+        found = (k[j] == idx) if len(k) else np.zeros(len(idx), bool)
+        at = np.where(found, order[j] if len(k) else 0, -1).tolist()
+        blob, ends = self._blob, self._ends
+        return [None if x < 0 else blob[ends[x]:ends[x + 1]].decode("utf-8", "surrogateescape")
+                for x in at]
+
     def __getitem__(self, i: int) -> str:
         at = self._at(i)
         if at < 0:
@@ -267,17 +319,18 @@ class _Names(Mapping[int, str]):
         return len(self._keys)
 
 
-def _generated_names(path: str, gen: Any, flags: tuple[np.ndarray, np.ndarray],
+def _generated_names(path: str, gen: Any, lines: Iterable[tuple[int, str]],
+                     flags: tuple[np.ndarray, np.ndarray],
                      inters: Sequence[tuple[int, ...]], permutations: bool,
                      emit: Callable[[int, str], None]) -> None:
     """:func:`feature_names`' for an input whose features ``gen`` (``_vwgen.FeatureGen``)
-    rewrote: each line's features as the rewrite makes them, named as VW names them (an
-    affix feature by its hash, as the rewritten text has it); ``flags``: the parse
-    options' ``namespace_flags``."""
+    rewrote: each of its ``lines`` (number, text) with its features as the rewrite makes
+    them, named as VW names them (an affix feature by its hash, as the rewritten text has
+    it); ``flags``: the parse options' ``namespace_flags``."""
     from ._vwgen import written_namespace
 
     ignored, _ = flags
-    for k, text in enumerate(_lines(path), 1):
+    for k, text in lines:
         named: dict[int, list[tuple[int, str | None]]] = {}
         gen.line(text, f"{path}:{k}", named)
         groups: dict[int, list[tuple[int, str]]] = {}
@@ -363,21 +416,29 @@ def _readable_lines(idx: np.ndarray, w: np.ndarray, g2: np.ndarray | None,
         part = slice(a, a + _LINES)
         body = []
         sums = [c for c in (g2, nrm) if c is not None]
+        tags = _tags(names, idx[part])
         if len(sums) == 2:
-            for i, wi, gi, ni in zip(idx[part].tolist(), w[part].tolist(),
-                                     g2[part].tolist(), nrm[part].tolist()):
-                name = names[i] + ":" if names is not None and i in names and wi else none
-                body.append(f"{name}{i}:{wi:g} {gi:g} {ni:g}\n")
+            for t, i, wi, gi, ni in zip(tags, idx[part].tolist(), w[part].tolist(),
+                                        g2[part].tolist(), nrm[part].tolist()):
+                body.append(f"{t if t is not None and wi else none}{i}:{wi:g} {gi:g} {ni:g}\n")
         elif sums:
-            for i, wi, si in zip(idx[part].tolist(), w[part].tolist(),
-                                 sums[0][part].tolist()):
-                name = names[i] + ":" if names is not None and i in names and wi else none
-                body.append(f"{name}{i}:{wi:g} {si:g}\n")
+            for t, i, wi, si in zip(tags, idx[part].tolist(), w[part].tolist(),
+                                    sums[0][part].tolist()):
+                body.append(f"{t if t is not None and wi else none}{i}:{wi:g} {si:g}\n")
         else:
-            for i, wi in zip(idx[part].tolist(), w[part].tolist()):
-                name = names[i] + ":" if names is not None and i in names else none
-                body.append(f"{name}{i}:{wi:g}\n")
+            for t, i, wi in zip(tags, idx[part].tolist(), w[part].tolist()):
+                body.append(f"{t if t is not None else none}{i}:{wi:g}\n")
         yield "".join(body)
+
+
+def _tags(names: Mapping[int, str] | None, idx: np.ndarray) -> list[str | None]:
+    """``name:`` of each of ``idx`` that ``names`` names, else None (all None without
+    names); a :class:`_Names` looks them all up at once."""
+    if names is None:
+        return [None] * len(idx)
+    if isinstance(names, _Names):
+        return [None if n is None else n + ":" for n in names.many(idx)]
+    return [None if n is None else n + ":" for n in map(names.get, idx.tolist())]
 
 
 def _g(v: float) -> str:

@@ -34,8 +34,8 @@ pass's compact columns, so the model (rank 0 writes ``-f`` from the averaged tab
 rows in use) and the closing block are the numba pass's bits (with two workers, or
 several on one host, whose allreduce adds in rank order). The progress table is rank 0's,
 of its shard, as there. ``--invert_hash``: rank 0 names the averaged table's rows in use
-from the whole input read again (``_vwtext.feature_names``, the first name of each
-index in the input's order, the rules' features as ``_vwgen`` names them), as the numba
+from the input read again (``_vwtext.feature_names``, the first name of each index in
+the input's order, the rules' features as ``_vwgen`` names them), as the numba
 pass's launcher names its model's.
 
 ``--passes K`` (with ``-c``/``--cache_file`` or without: terascale caches the parsed text
