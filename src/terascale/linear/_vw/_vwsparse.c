@@ -4,7 +4,8 @@
  * them) and X's transpose times a per-example vector (each feature's sum of its
  * occurrences' terms x the example's value, in the examples' order, as VW's gradient
  * adds them). Each sum rounds every product and addition in its type, as numpy's
- * np.add.at over the same terms does (the fallback where the module is not built). */
+ * np.add.at over the same terms does (the fallback where the module is not built). An
+ * index beyond the output stops the loop with an error (the output then half-written). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -29,18 +30,21 @@ PyObject *vw_rows_dot(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; !err && i < n; i++)
         if (ptr[i] > ptr[i + 1])
             err = "rows_dot: indptr decreases";
-    for (Py_ssize_t k = 0; !err && k < nnz; k++)
-        if ((Py_ssize_t)idx[k] >= nw)
-            err = "rows_dot: a feature index beyond the weights";
     if (!err) {
+        int bad = 0;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++) {
+        for (Py_ssize_t i = 0; i < n && !bad; i++) {
             float s = 0.0f;
-            for (int64_t k = ptr[i]; k < ptr[i + 1]; k++)
-                s += val[k] * w[idx[k]];
+            for (int64_t k = ptr[i]; k < ptr[i + 1]; k++) {
+                Py_ssize_t j = idx[k];
+                bad |= j >= nw;
+                s += val[k] * w[j < nw ? j : 0];  /* (a select: no branch in the sum) */
+            }
             out[i] = s;
         }
         Py_END_ALLOW_THREADS
+        if (bad)
+            err = "rows_dot: a feature index beyond the weights";
     }
     PyBuffer_Release(&bp);
     PyBuffer_Release(&bi);
@@ -73,25 +77,25 @@ PyObject *vw_cols_add(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; !err && i < n; i++)
         if (ptr[i] > ptr[i + 1])
             err = "cols_add: indptr decreases";
-    for (Py_ssize_t k = 0; !err && k < nnz; k++)
-        if ((Py_ssize_t)idx[k] >= nout)
-            err = "cols_add: a feature index beyond the output";
     if (!err) {
+        int bad = 0;
         Py_BEGIN_ALLOW_THREADS
-        if (dbl) {
-            const double *t = bt.buf, *v = bv.buf;
-            double *out = bo.buf;
-            for (Py_ssize_t i = 0; i < n; i++)
-                for (int64_t k = ptr[i]; k < ptr[i + 1]; k++)
-                    out[idx[k]] += t[k] * v[i];
-        } else {
-            const float *t = bt.buf, *v = bv.buf;
-            float *out = bo.buf;
-            for (Py_ssize_t i = 0; i < n; i++)
-                for (int64_t k = ptr[i]; k < ptr[i + 1]; k++)
-                    out[idx[k]] += t[k] * v[i];
-        }
+        for (Py_ssize_t i = 0; i < n && !bad; i++)
+            for (int64_t k = ptr[i]; k < ptr[i + 1]; k++) {
+                if ((Py_ssize_t)idx[k] >= nout) {
+                    bad = 1;
+                    break;
+                }
+                if (dbl)
+                    ((double *)bo.buf)[idx[k]] += ((const double *)bt.buf)[k]
+                                                  * ((const double *)bv.buf)[i];
+                else
+                    ((float *)bo.buf)[idx[k]] += ((const float *)bt.buf)[k]
+                                                 * ((const float *)bv.buf)[i];
+            }
         Py_END_ALLOW_THREADS
+        if (bad)
+            err = "cols_add: a feature index beyond the output";
     }
     PyBuffer_Release(&bp);
     PyBuffer_Release(&bi);
