@@ -72,9 +72,10 @@ setup(
         Extension(
             "terascale.linear._vw._vwfast",
             ["src/terascale/linear/_vw/_vwfast.c", "src/terascale/linear/_vw/_vwlearn.c",
-             "src/terascale/linear/_vw/_vwbits.c", "src/terascale/linear/_vw/_vwtable.c"],
+             "src/terascale/linear/_vw/_vwbits.c", "src/terascale/linear/_vw/_vwtable.c",
+             "src/terascale/linear/_vw/_vwsparse.c"],
             depends=["src/terascale/linear/_vw/_vwlearn.h", "src/terascale/linear/_vw/_vwbits.h",
-                     "src/terascale/linear/_vw/_vwtable.h"],
+                     "src/terascale/linear/_vw/_vwtable.h", "src/terascale/linear/_vw/_vwsparse.h"],
             # VW's float loop rounds every operation: no fused multiply-add; libm's functions
             # called as written (gcc may narrow (float)exp((double)f) to expf(f), which rounds
             # differently: the online learner calls each as VW and the numba pass do)

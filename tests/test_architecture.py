@@ -422,17 +422,23 @@ def test_the_name_rule_sees_what_it_should() -> None:
 _LEAN_TRAIN = """
 import sys
 from terascale.cli import main
-rc = main(["linear", "train", sys.argv[1], "-b", "10", "-f", sys.argv[2], "--quiet"])
+rc = main(sys.argv[1:])
 heavy = ("torch", "pyspark", "ray", "sklearn", "pandas", "pyarrow", "scipy.optimize",
          "scipy.sparse", "scipy.stats", "terascale.torch", "terascale.spark", "terascale.ray")
 print(rc, sorted(m for m in sys.modules if m.startswith(heavy)))
 """
 
 
-def test_linear_train_imports_no_optional_stack(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [
+    ["linear", "train", "{data}", "-b", "10", "-f", "{model}", "--quiet"],
+    # (VW's batch learner: its sparse products are the compiled core's or numpy's)
+    ["vw", "--bfgs", "--passes", "3", "-d", "{data}", "-b", "10", "-f", "{model}",
+     "--predict_only_model", "--quiet"]])
+def test_linear_train_imports_no_optional_stack(tmp_path: Path, command: list[str]) -> None:
     data = tmp_path / "small.vw"
     data.write_text("".join(f"{i % 2} |a x{i % 7}:0.5 y |b z{i % 3}\n" for i in range(40)))
-    out = subprocess.run([sys.executable, "-c", _LEAN_TRAIN, str(data), str(tmp_path / "m")],
+    argv = [a.format(data=data, model=tmp_path / "m") for a in command]
+    out = subprocess.run([sys.executable, "-c", _LEAN_TRAIN, *argv],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[-2] == "0 []", out.stdout + out.stderr

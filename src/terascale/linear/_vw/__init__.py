@@ -1,10 +1,11 @@
 """Vowpal Wabbit compatibility: its text parser (numba and C), flags, model format, text
 outputs, ``terascale vw`` and the VW-only learners behind it."""
 
-# the compiled core (``_vwfast.c`` with ``_vwlearn.c``, ``_vwbits.c`` and ``_vwtable.c``:
-# VW text, VW's update, the cache's kernels, the one-worker run's counts and records)
+# the compiled core (``_vwfast.c`` with ``_vwlearn.c``, ``_vwbits.c``, ``_vwtable.c`` and
+# ``_vwsparse.c``: VW text, VW's update, the cache's kernels, the one-worker run's counts
+# and records, the batch learner's sparse products)
 # and the calling convention every caller speaks: ``terascale._cext.load(*VWFAST)``
-VWFAST = ("terascale.linear._vw._vwfast", 26)
+VWFAST = ("terascale.linear._vw._vwfast", 27)
 
 
 def dense_table(bits: int, *width: int):

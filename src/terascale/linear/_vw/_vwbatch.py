@@ -157,8 +157,6 @@ class _Data:
 
     def __init__(self, paths: list[str], options: dict[str, Any], holdout_period: int,
                  holdout_after: int, holdout_off: bool, comm: Any = None) -> None:
-        import scipy.sparse as sp
-
         from .._io._dataset import Dataset, ParseOptions
         from .._io._readers import read_file, shard_places
 
@@ -176,15 +174,11 @@ class _Data:
         self.size = 1 << parse.bits
         n = len(data)
         self.n = n
-        # (int32 indices where they fit, as scipy keeps them: no int64 copy beside them)
-        index = np.int32 if self.size <= np.iinfo(np.int32).max else np.int64
-        # (the parse's arrays themselves where they are X's types: the uint32 indices,
-        # below 2^b <= 2^30, read as int32; copies of both stood beside X's transpose
-        # while it was built, 150 MB of 1M examples of 19 features at the run's peak)
-        values = data.values.astype(_F, copy=False)
-        indices = data.indices.view(np.int32) if index is np.int32 and \
-            data.indices.dtype == np.uint32 else data.indices.astype(index)
-        self.X = sp.csr_matrix((values, indices, data.indptr), shape=(n, self.size))
+        # (the parse's arrays themselves where they are X's types: copies of them stood
+        # beside X's transpose while it was built, 150 MB of 1M examples of 19 features)
+        self.X = _Rows(data.values.astype(_F, copy=False),
+                       data.indices.astype(np.uint32, copy=False),
+                       data.indptr.astype(np.int64, copy=False), self.size)
         self.labels = data.labels.astype(_F)
         self.weights = data.weights.astype(_F)
         self.tags = _tags(data)
@@ -257,32 +251,27 @@ class _Data:
         # of 1M examples of 19 features)
         hand_back_freed_memory()
 
-    @property
-    def XT(self) -> Any:  # noqa: N802 (the matrix's name)
-        """X's transpose, a CSC view of X's own arrays (no copy: a CSR transpose held 8
-        bytes more an occurrence, 152 MB of 1M examples of 19 features). Its product
-        adds each feature's terms in the examples' order, as the CSR transpose's did and
-        as VW adds them: the same float32 sums to the bit."""
-        return self.X.T
-
     def _scatter(self, v: np.ndarray,
                  terms: Callable[[int, int, int, int], np.ndarray]) -> np.ndarray:
         """Each feature's sum, in ``v``'s type and the examples' order, of its
         occurrences' ``terms(p, q, a, b)`` (the values of occurrences p..q, examples
         a..b's) times ``v`` of their example: X's transpose times ``v``, ``_ROWS``
-        examples at a time into one sum (scipy's CSC product adds into its output), so
-        that no whole copy of the values in ``v``'s type (8 bytes an occurrence for a
-        float64 ``v``) stands beside them; a feature's terms are added one after
-        another as in the one product, and as VW adds them."""
-        from scipy.sparse._sparsetools import csc_matvec
-
+        examples at a time into one sum, so that no whole copy of the values in ``v``'s
+        type (8 bytes an occurrence for a float64 ``v``) stands beside them; a feature's
+        terms are added one after another, each product and sum rounded in ``v``'s type,
+        as VW adds them."""
         x, ptr = self.X, self.X.indptr
-        out = np.zeros(x.shape[1], v.dtype)
+        out = np.zeros(self.size, v.dtype)
+        fast = _fast()
         for a in range(0, self.n, _ROWS):
             b = min(self.n, a + _ROWS)
             p, q = int(ptr[a]), int(ptr[b])
-            csc_matvec(x.shape[1], b - a, ptr[a:b + 1] - ptr[a], x.indices[p:q],
-                       terms(p, q, a, b).astype(v.dtype, copy=False), v[a:b], out)
+            t = np.ascontiguousarray(terms(p, q, a, b), v.dtype)
+            rows = ptr[a:b + 1] - p
+            if fast is not None:
+                fast.cols_add(rows, x.indices[p:q], t, v[a:b], out, v.dtype == np.float64)
+            else:
+                np.add.at(out, x.indices[p:q], t * np.repeat(v[a:b], np.diff(rows)))
         return out
 
     def gradient(self, v: np.ndarray) -> np.ndarray:
@@ -311,17 +300,45 @@ class _Data:
 
         return self._scatter(np.ones(self.n, _F), terms)
 
-    @property
-    def X2(self) -> Any:  # noqa: N802 (the matrix's name)
-        """The squares of ``X``'s values in its places (built when asked: VW's SGD rules'
-        per-example sums)."""
-        import scipy.sparse as sp
-
-        return sp.csr_matrix((self.X.data * self.X.data, self.X.indices, self.X.indptr),
-                             shape=self.X.shape)
-
     def dot(self, w: np.ndarray) -> np.ndarray:
-        return (self.X @ w).astype(_F)
+        """X times the float32 ``w``: each example's float32 sum of its values times
+        their weights, in its features' order (VW's prediction)."""
+        x = self.X
+        w = np.ascontiguousarray(w, _F)
+        out = np.zeros(self.n, _F)
+        fast = _fast()
+        if fast is not None:
+            fast.rows_dot(x.indptr, x.indices, x.data, w, out)
+            return out
+        ptr = x.indptr
+        for a in range(0, self.n, _ROWS):
+            b = min(self.n, a + _ROWS)
+            p, q = int(ptr[a]), int(ptr[b])
+            rows = np.repeat(np.arange(b - a), np.diff(ptr[a:b + 1]))
+            np.add.at(out[a:b], rows, x.data[p:q] * w[x.indices[p:q]])
+        return out
+
+
+class _Rows:
+    """The examples' hashed features as CSR arrays: ``data`` (float32 values),
+    ``indices`` (uint32 features) and ``indptr`` (int64, n + 1 offsets), X of shape
+    ``(n, 2**bits)``."""
+
+    __slots__ = ("data", "indices", "indptr", "shape")
+
+    def __init__(self, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
+                 size: int) -> None:
+        self.data, self.indices, self.indptr = data, indices, indptr
+        self.shape = (len(indptr) - 1, size)
+
+
+def _fast() -> Any:
+    """The compiled core's sparse products (``_vwsparse.c``), or None where it is not
+    built: then numpy's ``np.add.at`` adds the same terms in the same order."""
+    from ..._cext import load
+    from . import VWFAST
+
+    return load(*VWFAST)
 
 
 class _TagBytes:

@@ -64,6 +64,7 @@
 #include "_vwbits.h"
 #include "_vwtable.h"
 #include "_vwlearn.h"
+#include "_vwsparse.h"
 
 #define CONSTANT_HASH 11650396u
 
@@ -1500,6 +1501,12 @@ static PyMethodDef METHODS[] = {
      "the score, 0..2 link's codes) (_vwtable.c)"},
     {"murmur3", (PyCFunction)(void (*)(void))vw_murmur3, METH_FASTCALL,
      "murmur3(data, seed) -> VW's uniform_hash of the bytes data under a 32-bit seed"},
+    {"rows_dot", vw_rows_dot, METH_VARARGS,
+     "rows_dot(indptr, indices, values, w, out): X times w, each row's float sum in order "
+     "(_vwsparse.c)"},
+    {"cols_add", vw_cols_add, METH_VARARGS,
+     "cols_add(indptr, indices, terms, v, out, double): out[indices[k]] += terms[k] * v[row], "
+     "the rows in order (_vwsparse.c)"},
     {"number", vw_number, METH_VARARGS,
      "number(text) -> the float VW reads from text ([-]digits[.digits][e[-]digits]), or None"},
     {NULL, NULL, 0, NULL}};
@@ -1525,7 +1532,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
                  : c >= 'A' && c <= 'Z' ? 'A' : c == '.' ? '.' : '#';
     PyObject *mod = PyModule_Create(&MODULE);
     /* (the calling convention: terascale.linear._vw.VWFAST's number) */
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 26) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 27) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;
