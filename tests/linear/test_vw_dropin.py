@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import FULL, numbers, run_ts, run_vw
+from _vw_runs import FULL, numbers, outputs, run_ts, run_vw
 from _vw_runs import ab_lines as _lines
 from _vw_runs import real_label as _real
 
@@ -668,6 +668,25 @@ def test_batch_learner_stopped_on_the_holdout_writes_its_best_pass_as_vw(tmp_pat
         run_vw(["-i", f"{m}.model", "-t", "-d", "d.vw", "--predict_only_model", "-p",
                 f"{m}.p"], tmp_path)
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+
+
+def test_batch_learner_overflowing_curvature_reads_as_vws(tmp_path):
+    """Raw counts up to 1e9 push conjugate gradient's curvature past float's range: the
+    step is 0 without a numpy warning, and the next pass's NaN Wolfe condition ends the
+    table's line on standard error and notes ``[info] Derivative 0 detected.`` on
+    standard output, as VW's logger does."""
+    rng = np.random.default_rng(3)
+    lines = [f"{rng.integers(2)} |a f{rng.integers(10)} |d count:{int(10 ** rng.uniform(0, 9))}"
+             f" price:{10 ** rng.uniform(-2, 5):.4g}" for _ in range(60)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--conjugate_gradient", "--passes", "10", "-c", "-k", "--l2",
+            "1e-4", "--loss_function", "logistic"]
+    outs, errs = outputs(args, tmp_path)
+    assert "[info] Derivative 0 detected." in outs[0] and outs[1] == outs[0]
+    assert "Warning" not in errs[1]
+    skip = ("Enabled learners", "Input label", "Output pred")  # (not printed: see the guide)
+    assert [ln for ln in errs[0].splitlines() if not ln.startswith(skip)] == \
+        errs[1].splitlines()
 
 
 def test_readable_model_keeps_the_link_and_rates_vw_keeps(tmp_path, capfd, monkeypatch):
