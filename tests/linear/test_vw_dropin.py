@@ -689,14 +689,23 @@ def test_batch_learner_overflowing_curvature_reads_as_vws(tmp_path):
         errs[1].splitlines()
 
 
-def test_readable_model_keeps_the_link_and_rates_vw_keeps(tmp_path, capfd, monkeypatch):
-    """--readable_model's header names the options VW keeps in the model: --link and the
-    -l/--power_t given (they were left out, and its checksum with them)."""
+@pytest.mark.parametrize("link", ["logistic", "identity"])
+def test_readable_model_keeps_the_link_and_rates_vw_keeps(link, tmp_path, capfd,
+                                                          monkeypatch):
+    """--readable_model's header names the options VW keeps in the model: --link (given,
+    identity too, or kept in -i's model) and the -l/--power_t given (they were left out,
+    and its checksum with them)."""
     (tmp_path / "d.vw").write_text("\n".join(_lines(100, 61, _binary01)) + "\n")
-    args = ["-d", "d.vw", "--loss_function", "logistic", "--link", "logistic", "-l", "0.25",
+    args = ["-d", "d.vw", "--loss_function", "logistic", "--link", link, "-l", "0.25",
             "--power_t", "0.3", "-q", "ab", "--readable_model"]
-    run_vw([*args, "vw.txt"], tmp_path)
-    code, err = run_ts(capfd, [*args, "ts.txt"], tmp_path, monkeypatch)
+    run_vw([*args, "vw.txt", "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, [*args, "ts.txt", "-f", "ts.m"], tmp_path, monkeypatch)
     assert code == 0, err
-    head = [(tmp_path / f).read_text().splitlines()[:11] for f in ("vw.txt", "ts.txt")]
-    assert head[0] == head[1] and "--link logistic" in head[0][8]
+    run_vw(["-d", "d.vw", "-i", "vw.m", "--readable_model", "vw.i.txt"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", "-i", "ts.m", "--readable_model", "ts.i.txt"],
+                       tmp_path, monkeypatch)
+    assert code == 0, err
+    for run in ("", ".i"):
+        head = [(tmp_path / f"{t}{run}.txt").read_text().splitlines()[:11]
+                for t in ("vw", "ts")]
+        assert head[0] == head[1] and f"--link {link}" in head[0][8]

@@ -462,7 +462,7 @@ def _save(args: argparse.Namespace, data: Any, columns: tuple[Any, Any, Any],
     nz = np.flatnonzero(used)
     zeros = np.zeros(len(nz), _F)
     info = {**info, "vw_generation": run_generation(args)}
-    if how != "identity":
+    if how != "identity" or args.link:  # (VW keeps --link identity given, too)
         info["link"] = how
     if args.binary:
         info["binary"] = True
