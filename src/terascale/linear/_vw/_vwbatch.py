@@ -462,7 +462,9 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     if m < 0:
         raise ConfigError(f"--mem must be >= 0, not {m}")
     l2 = float(options.get("l2") or 0.0)
-    rel_threshold = float(args.tol)
+    # (VW's conjugate gradient leaves its threshold 0, --termination being one of --bfgs's
+    # options: it never stops on a small decrease of the loss)
+    rel_threshold = 0.0 if cg else float(args.tol)
     hessian_on = bool(getattr(args, "hessian_on", False)) or m == 0
     no_bias = bool(getattr(args, "no_bias_regularization", False))
     holdout_off = options.get("holdout") == 0.0
