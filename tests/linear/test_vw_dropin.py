@@ -704,15 +704,16 @@ def test_batch_learner_notes_are_vws(line, seed, n, flags, note, tmp_path):
         errs[1].splitlines()
 
 
-@pytest.mark.parametrize("link", ["logistic", "identity"])
-def test_readable_model_keeps_the_link_and_rates_vw_keeps(link, tmp_path, capfd,
+@pytest.mark.parametrize("link, start", [("logistic", []), ("identity", []),
+                                         ("identity", ["--initial_weight", "0.01"])])
+def test_readable_model_keeps_the_link_and_rates_vw_keeps(link, start, tmp_path, capfd,
                                                           monkeypatch):
     """--readable_model's header names the options VW keeps in the model: --link (given,
     identity too, or kept in -i's model) and the -l/--power_t given (they were left out,
-    and its checksum with them)."""
+    and its checksum with them); ``start``: starting weights (the numba pass's run)."""
     (tmp_path / "d.vw").write_text("\n".join(_lines(100, 61, _binary01)) + "\n")
     args = ["-d", "d.vw", "--loss_function", "logistic", "--link", link, "-l", "0.25",
-            "--power_t", "0.3", "-q", "ab", "--readable_model"]
+            "--power_t", "0.3", "-q", "ab", *start, "--readable_model"]
     run_vw([*args, "vw.txt", "-f", "vw.m"], tmp_path)
     code, err = run_ts(capfd, [*args, "ts.txt", "-f", "ts.m"], tmp_path, monkeypatch)
     assert code == 0, err

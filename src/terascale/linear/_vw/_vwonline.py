@@ -965,7 +965,7 @@ def _save(args: argparse.Namespace, parse: Any, table: Any, state: Any,
     (None: the last)."""
     from types import SimpleNamespace
 
-    from .._front._cli_run import _rates, kept_rules
+    from .._front._cli_run import _rates, kept_link, kept_rules
     from ._vwmodel import run_generation, write_vw_model
 
     predict_only = bool(args.predict_only_model)
@@ -982,7 +982,7 @@ def _save(args: argparse.Namespace, parse: Any, table: Any, state: Any,
     if args.min_prediction is not None or args.max_prediction is not None or \
             options.get("header_range"):
         info["fixed_range"] = True  # (its header holds that range, whatever the loss)
-    if how != "identity" or args.link:  # (VW keeps --link identity given, too)
+    if kept_link(args, how):
         info["link"] = how
     if counters.get("t"):
         info["vw_t0"] = float(counters["t"])
