@@ -45,17 +45,24 @@ def run_vw(args: list[str], cwd) -> str:
     return r.stderr
 
 
-def stdouts(args: list[str], cwd) -> tuple[str, str]:
-    """The standard output (``--audit``'s lines) of ``python -m vowpalwabbit ARGS`` and of
-    ``python -m terascale vw ARGS``, each run as a program in ``cwd``."""
+def outputs(args: list[str], cwd) -> tuple[tuple[str, str], tuple[str, str]]:
+    """The standard outputs and the standard errors of ``python -m vowpalwabbit ARGS``
+    and of ``python -m terascale vw ARGS``, each run as a program in ``cwd``:
+    ``(VW's stdout, terascale's), (VW's stderr, terascale's)``."""
     runs = []
     for cmd in ([sys.executable, "-m", "vowpalwabbit"],
                 [sys.executable, "-m", "terascale", "vw"]):
         r = subprocess.run([*cmd, *args], cwd=cwd, capture_output=True, text=True,
                            timeout=120)
         assert r.returncode == 0, r.stderr
-        runs.append(r.stdout)
-    return runs[0], runs[1]
+        runs.append((r.stdout, r.stderr))
+    return (runs[0][0], runs[1][0]), (runs[0][1], runs[1][1])
+
+
+def stdouts(args: list[str], cwd) -> tuple[str, str]:
+    """The standard output (``--audit``'s lines) of ``python -m vowpalwabbit ARGS`` and of
+    ``python -m terascale vw ARGS``, each run as a program in ``cwd``."""
+    return outputs(args, cwd)[0]
 
 
 def run_ts(capfd, args: list[str], cwd, monkeypatch) -> tuple[int, str]:

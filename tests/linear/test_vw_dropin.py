@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import FULL, numbers, run_ts, run_vw
+from _vw_runs import FULL, numbers, outputs, run_ts, run_vw
 from _vw_runs import ab_lines as _lines
 from _vw_runs import real_label as _real
 
@@ -670,17 +670,61 @@ def test_batch_learner_stopped_on_the_holdout_writes_its_best_pass_as_vw(tmp_pat
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
 
 
-def test_readable_model_keeps_the_link_and_rates_vw_keeps(tmp_path, capfd, monkeypatch):
-    """--readable_model's header names the options VW keeps in the model: --link and the
-    -l/--power_t given (they were left out, and its checksum with them)."""
+def _raw_counts(rng) -> str:
+    return (f"{rng.integers(2)} |a f{rng.integers(10)} |d count:{int(10 ** rng.uniform(0, 9))}"
+            f" price:{10 ** rng.uniform(-2, 5):.4g}")
+
+
+def _prices(rng) -> str:
+    y = rng.lognormal(3, 2)
+    return (f"{y:.6g} |a u{rng.zipf(1.2)} |b p:{y * rng.uniform(0.5, 2):.5g} "
+            f"|c c{rng.integers(30)}")
+
+
+@pytest.mark.parametrize("line, seed, n, flags, note", [
+    # raw counts up to 1e9 push the curvature past float's range: the step is 0 without
+    # a numpy warning, and the next pass's NaN Wolfe condition ends the table's line on
+    # standard error with VW's note on standard output
+    (_raw_counts, 3, 60, ["--loss_function", "logistic"], "Derivative 0 detected."),
+    # the loss decreasing by less than 0.1%: VW's conjugate gradient goes on (its
+    # threshold is 0: --termination is one of --bfgs's options)
+    (_prices, 1, 200, [], None),
+])
+def test_batch_learner_notes_are_vws(line, seed, n, flags, note, tmp_path):
+    """VW's batch learner's table on standard error and its notes on standard output,
+    line for line, on raw-scale data where its float arithmetic overflows or stalls."""
+    rng = np.random.default_rng(seed)
+    (tmp_path / "d.vw").write_text("\n".join(line(rng) for _ in range(n)) + "\n")
+    args = ["-d", "d.vw", "--conjugate_gradient", "--passes", "8", "-c", "-k", "--l2",
+            "1e-4", *flags]
+    outs, errs = outputs(args, tmp_path)
+    assert outs[1] == outs[0] and (note is None or f"[info] {note}" in outs[0]), outs
+    skip = ("Enabled learners", "Input label", "Output pred")  # (not printed: see the guide)
+    assert [ln for ln in errs[0].splitlines() if not ln.startswith(skip)] == \
+        errs[1].splitlines()
+
+
+@pytest.mark.parametrize("link, start", [("logistic", []), ("identity", []),
+                                         ("identity", ["--initial_weight", "0.01"])])
+def test_readable_model_keeps_the_link_and_rates_vw_keeps(link, start, tmp_path, capfd,
+                                                          monkeypatch):
+    """--readable_model's header names the options VW keeps in the model: --link (given,
+    identity too, or kept in -i's model) and the -l/--power_t given (they were left out,
+    and its checksum with them); ``start``: starting weights (the numba pass's run)."""
     (tmp_path / "d.vw").write_text("\n".join(_lines(100, 61, _binary01)) + "\n")
-    args = ["-d", "d.vw", "--loss_function", "logistic", "--link", "logistic", "-l", "0.25",
-            "--power_t", "0.3", "-q", "ab", "--readable_model"]
-    run_vw([*args, "vw.txt"], tmp_path)
-    code, err = run_ts(capfd, [*args, "ts.txt"], tmp_path, monkeypatch)
+    args = ["-d", "d.vw", "--loss_function", "logistic", "--link", link, "-l", "0.25",
+            "--power_t", "0.3", "-q", "ab", *start, "--readable_model"]
+    run_vw([*args, "vw.txt", "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, [*args, "ts.txt", "-f", "ts.m"], tmp_path, monkeypatch)
     assert code == 0, err
-    head = [(tmp_path / f).read_text().splitlines()[:11] for f in ("vw.txt", "ts.txt")]
-    assert head[0] == head[1] and "--link logistic" in head[0][8]
+    run_vw(["-d", "d.vw", "-i", "vw.m", "--readable_model", "vw.i.txt"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", "-i", "ts.m", "--readable_model", "ts.i.txt"],
+                       tmp_path, monkeypatch)
+    assert code == 0, err
+    for run in ("", ".i"):
+        head = [(tmp_path / f"{t}{run}.txt").read_text().splitlines()[:11]
+                for t in ("vw", "ts")]
+        assert head[0] == head[1] and f"--link {link}" in head[0][8]
 
 
 def test_sigterm_leaves_no_temporary_file(tmp_path):

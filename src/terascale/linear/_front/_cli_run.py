@@ -243,6 +243,12 @@ def _link(args: argparse.Namespace, default: str) -> str:
     return how
 
 
+def kept_link(args: argparse.Namespace, how: str) -> str | None:
+    """The ``--link`` a run's model keeps: any but identity, and identity where it was
+    given (or kept in -i's model), as VW keeps it; None: none."""
+    return how if how != "identity" or args.link else None
+
+
 def train(args: argparse.Namespace) -> int:
     from ._cli_options import train_options
 
@@ -313,7 +319,8 @@ def train(args: argparse.Namespace) -> int:
         initial = _load(args.initial, args)  # a bad model fails here, once
         _follow_model(options, initial, args)
         kept[0] = initial.parse.to_dict()
-        how = _link(args, initial.info.get("link", "identity"))  # (VW keeps --link)
+        args.link = args.link or initial.info.get("link")  # (VW keeps --link: given)
+        how = _link(args, "identity")
         if initial.info.get("binary"):  # (and --binary)
             args.binary = options["binary"] = True
         for k, v in initial.info.get("vw_rates", {}).items():  # VW's model's -l, --power_t
@@ -452,7 +459,8 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
         with all_or_none(writers):
             model = run_train(json.loads(job_json(paths, model_path or "", args.initial,
                                                   options, **_model_format(args),
-                                                  link=how, rates=_rates(args),
+                                                  link=kept_link(args, how),
+                                                  rates=_rates(args),
                                                   best_constant=_best_constant(args),
                                                   **_vw_run(args))),
                               predictions=progressive if writers else None)
@@ -461,7 +469,8 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
     from .._warm import forking, warm_kernels  # not .kernels: that imports numba at once
 
     job = job_json(paths, model_path or "", args.initial, options, **_model_format(args),
-                   link=how, rates=_rates(args), best_constant=_best_constant(args),
+                   link=kept_link(args, how), rates=_rates(args),
+                   best_constant=_best_constant(args),
                    **_vw_run(args))
     # the workers forked from here, with the learner loaded (_warm.forking), or started
     # as programs of their own

@@ -1257,8 +1257,7 @@ def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int,
     extra = ([f"--oaa {k}"] + ([f"--named_labels {','.join(job['names'])}"]
                                if job["names"] else [])
              + ([f"--indexing {job['indexing']}"] if job.get("indexing") is not None
-                else [])
-             + (["--link identity"] if job.get("model_link") == "identity" else []))
+                else []))
     only = bool(job.get("predict_only"))
     if job.get("readable"):
         write_readable(model, job["readable"], counters=not only, predict_only=only,

@@ -28,7 +28,7 @@ def run_train(job: dict[str, Any],
     from .._train import train
     from .._vw._vwmodel import load_model, save_model
 
-    LINK[:] = [job.get("link", "identity")]  # (the progress lines show what -p writes)
+    LINK[:] = [job.get("link") or "identity"]  # (the progress lines show what -p writes)
     env = read_env()
     rank = 0 if env is None else env.rank
     t0 = time.perf_counter()
@@ -69,7 +69,7 @@ def run_train(job: dict[str, Any],
 
         sync_weights(model.weights, model.adaptive[2])
     if rank == 0:
-        if job.get("link", "identity") != "identity":
+        if job.get("link"):  # (given, identity too: VW keeps it)
             model.info["link"] = job["link"]
         rows = model.info.get("pass_totals") or []
         if counters.get("t") and not (rows and len(rows[-1]) >= 14):

@@ -479,7 +479,9 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     if m < 0:
         raise ConfigError(f"--mem must be >= 0, not {m}")
     l2 = float(options.get("l2") or 0.0)
-    rel_threshold = float(args.tol)
+    # (VW's conjugate gradient leaves its threshold 0, --termination being one of --bfgs's
+    # options: it never stops on a small decrease of the loss)
+    rel_threshold = 0.0 if cg else float(args.tol)
     hessian_on = bool(getattr(args, "hessian_on", False)) or m == 0
     no_bias = bool(getattr(args, "no_bias_regularization", False))
     holdout_off = options.get("holdout") == 0.0
@@ -816,11 +818,16 @@ class _Batch:
 
     def run(self):  # noqa: ANN201 (a generator of each pass's predictions)
         """Pass after pass (yielding each pass's predictions and raw scores) until VW's
-        batch learner stops."""
+        batch learner stops. Its float arithmetic overflows to infinity and NaN without a
+        word, as VW's does (a curvature past float's range makes a step of 0)."""
         while self.current_pass < self.final_pass:
-            yield self._pass()
+            with np.errstate(over="ignore", invalid="ignore"):
+                scored = self._pass()
+            yield scored
             self.passes_done += 1
-            if not self._end_pass():
+            with np.errstate(over="ignore", invalid="ignore"):
+                going = self._end_pass()
+            if not going:
                 break
 
     def _end_pass(self) -> bool:
@@ -925,7 +932,8 @@ class _Batch:
                 out(self._avg_line())
             wolfe1, new_step = self._wolfe_eval()
             if math.isnan(float(np.float32(wolfe1))):
-                out("\nDerivative 0 detected.\n")
+                out("\n")  # (ends the table's line; the note is the logger's)
+                out.note("Derivative 0 detected.")
                 self.step_size = _F(0)
                 status = "conv"
             elif wolfe1 < 0.01 or self.loss_sum > self.previous_loss_sum:

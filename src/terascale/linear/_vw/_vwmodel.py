@@ -46,7 +46,6 @@ from .._online._state import (
     TOTAL_WEIGHT,
     new_state,
 )
-from ._vwflags import LINKS
 
 np = lazy_module("numpy", globals(), "np")
 
@@ -100,8 +99,8 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
     ``--random_seed`` (:func:`run_generation`);
     ``learner``: VW's batch learner the model comes from (``bfgs`` or
     ``conjugate_gradient``, which VW's ``-i`` runs again);
-    ``link``: the model's ``--link`` (VW applies it to the predictions of ``-i``; a
-    one-against-all model keeps ``identity`` given too);
+    ``link``: the model's ``--link`` (VW applies it to the predictions of ``-i``, and
+    keeps ``identity`` where it was given);
     ``binary``: the model's ``--binary`` (kept and applied to ``-i``'s predictions alike);
     ``rates``: ``learning_rate``/``power_t`` given to the run (VW keeps them in a
     save_resume model, as its float printed to 15 digits); ``indexing``: ``--oaa``'s
@@ -109,7 +108,7 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
     ``normalized``, ``invariant``: VW keeps them in a save_resume model, whose records
     carry the sums of those rules)."""
     opts: list[tuple[str, str]] = [("oaa", str(oaa))] if oaa else []
-    if link in LINKS[1:] or (oaa and link):  # (VW keeps --oaa's --link identity given)
+    if link:
         opts.append(("link", link))
     if binary:
         opts.append(("binary", ""))

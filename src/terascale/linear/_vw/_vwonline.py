@@ -592,7 +592,8 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
         model = _initial(args, options)
         if model is None:
             return int(_cli_run.train(args) or 0)
-        how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
+        args.link = args.link or model.info.get("link")  # (VW keeps --link: given)
+        how = _cli_run._link(args, how)
     _cli_run._check_output(args.model, "-f", stream=False)
     for path, flag in ((args.predictions, "-p"), (args.raw_predictions, "-r"),
                        (args.readable_model, "--readable_model"),
@@ -964,7 +965,7 @@ def _save(args: argparse.Namespace, parse: Any, table: Any, state: Any,
     (None: the last)."""
     from types import SimpleNamespace
 
-    from .._front._cli_run import _rates, kept_rules
+    from .._front._cli_run import _rates, kept_link, kept_rules
     from ._vwmodel import run_generation, write_vw_model
 
     predict_only = bool(args.predict_only_model)
@@ -981,7 +982,7 @@ def _save(args: argparse.Namespace, parse: Any, table: Any, state: Any,
     if args.min_prediction is not None or args.max_prediction is not None or \
             options.get("header_range"):
         info["fixed_range"] = True  # (its header holds that range, whatever the loss)
-    if how != "identity":
+    if kept_link(args, how):
         info["link"] = how
     if counters.get("t"):
         info["vw_t0"] = float(counters["t"])

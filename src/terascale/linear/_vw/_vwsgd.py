@@ -80,7 +80,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
         learning_rate_given = learning_rate_given or \
             "learning_rate" in initial.info.get("vw_rates", {})
         if args.link is None and initial.info.get("link"):
-            how = initial.info["link"]
+            how = args.link = initial.info["link"]
         args.binary = args.binary or bool(initial.info.get("binary"))
     loss = options["loss"]
     spec = loss_spec(loss, "--loss_function")
@@ -495,7 +495,7 @@ def _save(args: argparse.Namespace, data: Any, columns: tuple[Any, Any, Any],
     """-f and --readable_model: VW's save_resume model of the run's rules (the weights,
     the sums those rules keep, its counters, the rules and -l/--power_t given, its link),
     or with --predict_only_model the nonzero weights alone."""
-    from .._front._cli_run import _rates
+    from .._front._cli_run import _rates, kept_link
     from .._model import LinearModel
     from ._vwmodel import run_generation
 
@@ -507,7 +507,7 @@ def _save(args: argparse.Namespace, data: Any, columns: tuple[Any, Any, Any],
     nz = np.flatnonzero(used)
     zeros = np.zeros(len(nz), _F)
     info = {**info, "vw_generation": run_generation(args)}
-    if how != "identity":
+    if kept_link(args, how):
         info["link"] = how
     if args.binary:
         info["binary"] = True

@@ -33,7 +33,6 @@ from ..._lazy import lazy_module
 from .._io._hashnames import CONSTANT_HASH, FNV_PRIME, hashstring, murmur3_32
 from .._losstable import loss_spec
 from .._online._state import CONTRACTION, GRAVITY, MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
-from ._vwflags import LINKS
 from ._vwmodel import run_counters
 from ._vwout import AtomicText
 
@@ -509,7 +508,7 @@ def write_readable(model: Any, path: str, names: Mapping[int, str] | None = None
             + [f"--interactions {v}" for v in pa.interactions]
             + [f"--{k} {float(np.float32(v)):.15g}"
                for k, v in (info.get("vw_rates") or {}).items()]
-            + ([f"--link {info['link']}"] if info.get("link") in LINKS[1:] else [])
+            + ([f"--link {info['link']}"] if info.get("link") else [])
             + (["--binary"] if info.get("binary") else [])
             + ([f"--{info['vw_learner']}"] if info.get("vw_learner") else [])
             + ([] if pa.constant else ["--noconstant"])
