@@ -103,12 +103,13 @@ def test_a_test_run_prints_the_models_bits_rates_and_interactions_as_vw(tmp_path
 
 
 @pytest.mark.parametrize("flags", [["--hash", "strings", "--hash_seed", "0"],
-                                   ["--ngram", "a2", "--ngram", "b3", "--skips", "a1"],
+                                   ["--ngram", "a2", "--ngram", "b3", "--skips", "a1", "--hash_seed", "-7"],
                                    ["--redefine", "x:=ab", "--redefine", ":=c", "-q", "xc",
                                     "-q", "cx"],
                                    ["--affix", "+2a", "-q", "ab"]])
 def test_model_header_keeps_the_generation_given(flags, tmp_path, capfd, monkeypatch):
-    """VW keeps --hash and --hash_seed given at their defaults, --redefine and --affix in
+    """VW keeps --hash and --hash_seed given at their defaults (a negative seed as its
+    unsigned value), --redefine and --affix in
     the model's options (a name's values in the order given), and writes --ngram/--skips's
     values in --readable_model's ngram and skip lines; each tool's -t of the other's
     model then predicts as VW's own (--redefine, --affix applied from the model)."""

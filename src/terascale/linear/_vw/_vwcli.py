@@ -64,8 +64,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     g.add_argument("--random_seed", type=int, default=0,
                    help="the seed of --random_weights (nothing else in a linear learner "
                         "is random)")
-    g.add_argument("--hash_seed", type=int, default=None,
-                   help="VW's hash seed: every hash of a name starts from it (default 0)")
+    g.add_argument("--hash_seed", type=_unsigned32, default=None,
+                   help="VW's hash seed: every hash of a name starts from it (default 0; "
+                        "a negative one is its 32-bit unsigned value, as VW reads it)")
     g.add_argument("--hash", choices=("strings", "all"), default=None,
                    help="VW's hashing of names: strings (the default) takes a name of "
                         "digits as its own index (plus its namespace's hash); all hashes "
@@ -382,6 +383,13 @@ def _check_sums(args: argparse.Namespace) -> None:
                           f"({' '.join('--' + n for n in given) or 'the default'}) "
                           f"read: leave out the rules the model was not trained with, or "
                           f"train on from its --predict_only_model form")
+
+
+def _unsigned32(text: str) -> int:
+    """An integer as VW reads an unsigned 32-bit option: -(2^32-1)..-1 is 2^32 more (-7 is
+    4294967289); what is out of that range is left for the option's own check."""
+    value = int(text)
+    return value + (1 << 32) if -(1 << 32) < value < 0 else value
 
 
 def _interaction_notes(args: argparse.Namespace) -> None:
