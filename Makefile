@@ -70,13 +70,14 @@ test-engines: install-test
 # suite finds them compiled; the peers' environments install beside them (mostly waiting on
 # the package index). The suite runs on two pytest-xdist workers, a test file (and all of
 # tests/engines) on one worker: most tests wait on processes, sockets and deadlines, and two
-# at a time keep both cores busy.
+# at a time keep both cores busy. The slowest tests are listed at the end (the suite's
+# time is watched).
 test: install-test
 	@TERASCALE_QUIET=1 $(BIN)/python -c "from terascale.linear.kernels import warm_kernels; warm_kernels(full=True)" & \
 	warm=$$!; $(MAKE) peers & peers=$$!; rc=0; \
 	{ $(BIN)/ruff check src tests examples && $(MAKE) docs; } || rc=$$?; \
 	wait $$warm || rc=$$?; wait $$peers || rc=$$?; exit $$rc
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
 
 # The documentation site (Sphinx, MyST pages, autodoc, sphinx-argparse) into docs/_build/html;
 # any warning fails the build. The API pages are written by scripts/docs_api.py; its --check
