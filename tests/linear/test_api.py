@@ -152,7 +152,7 @@ def test_a_model_drops_features_with_neither_weight_nor_state_and_copies_nothing
 
 @pytest.mark.parametrize("adaptive", [True, False])
 def test_keep_learned_moves_in_place_what_the_model_would_copy_out(adaptive):
-    from terascale.linear._model import keep_learned
+    from terascale.linear._modelnb import keep_learned
 
     rng = np.random.default_rng(7)
     n = 5000

@@ -110,7 +110,7 @@ def test_more_workers_end_the_recipe_at_one_workers_test_loss(tmp_path):
     train_p = synthetic.write_click(str(tmp_path / "tr.vw"), 6000, seed=1)
     test = read_file(synthetic.write_click(str(tmp_path / "te.vw"), 3000, seed=2),
                      ParseOptions(bits=18))
-    from terascale.linear._model import predict_scores
+    from terascale.linear._modelnb import predict_scores
 
     def test_loss(w, loss):
         s = predict_scores(test.indptr, test.indices, test.values, w)

@@ -18,96 +18,38 @@ import zipfile
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numba
 import numpy as np
 
 from .._errors import ConfigError, DataError
 from .._files import PieceWriter, fsync_dir, make_public, storage_error
 from ._io._blocks import Block, Blocks, DatasetBlocks, as_blocks
 from ._io._dataset import Dataset, ParseOptions
-from ._io._hashing import CONSTANT_HASH
+from ._io._hashnames import CONSTANT_HASH
 from ._metrics import evaluate_scores
 from ._names import opt
 from ._online._state import STATE_SIZE
-from ._online._update import sync_weights
 
-__all__ = ["LinearModel", "keep_learned", "predict_scores"]
+__all__ = ["LinearModel"]
 
 MAGIC = "terascale-linear"
 VERSION = 1
 
 
-@numba.njit(cache=True, nogil=True)
-def predict_scores(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
-                   full: np.ndarray) -> np.ndarray:
-    """Raw scores: for each row, the sum of full[index] * value."""
-    n = len(indptr) - 1
-    out = np.empty(n, np.float64)
-    for i in range(n):
-        s = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            s += full[indices[k]] * values[k]
-        out[i] = s
-    return out
+_BLOCK = 1 << 16  # (the features :func:`_every_kept` reads at a time)
 
 
-@numba.njit(cache=True, nogil=True)
-def _scores_float(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
-                  full: np.ndarray) -> np.ndarray:
-    """Raw scores in VW's arithmetic: each product rounded to float, summed in float."""
-    n = len(indptr) - 1
-    out = np.empty(n, np.float64)
-    for i in range(n):
-        s = np.float32(0.0)
-        for k in range(indptr[i], indptr[i + 1]):
-            s += np.float32(full[indices[k]] * values[k])
-        out[i] = s
-    return out
-
-
-@numba.njit(cache=True, nogil=True)
 def _every_kept(weights: np.ndarray, adaptive: np.ndarray) -> bool:
     """Whether every feature has a non-zero weight or (``adaptive`` not empty) a non-zero
-    adaptive sum: one read of the arrays, where two boolean masks cost a byte a feature
-    each at the end of a run's peak (14.5M features: 29 MB)."""
+    adaptive sum: read a block at a time, where two boolean masks over the whole arrays
+    cost a byte a feature each at the end of a run's peak (14.5M features: 29 MB)."""
     check = len(adaptive) > 0
-    for k in range(len(weights)):
-        if weights[k] == 0 and not (check and adaptive[k] != 0):
+    for k in range(0, len(weights), _BLOCK):
+        dropped = weights[k:k + _BLOCK] == 0
+        if check:
+            dropped &= adaptive[k:k + _BLOCK] == 0
+        if dropped.any():
             return False
     return True
-
-
-@numba.njit(cache=True, nogil=True)
-def keep_learned(indices: np.ndarray, weights: np.ndarray, g2: np.ndarray,
-                 nrm: np.ndarray) -> int:
-    """Move the features :class:`LinearModel` keeps (a non-zero weight, or with ``g2`` not
-    empty a non-zero adaptive sum) to the front of the four arrays, in order, in place;
-    returns their number. A trainer hands over arrays it owns and the model takes their
-    first entries as they are: no fresh arrays at the end of a run, whose first touch
-    (2 MiB pages zeroed, on a virtual machine pages its host may have to back again) cost
-    more than the move (``docs/design/linear-memory.md``, "Fresh pages").
-
-    Parameters
-    ----------
-    indices, weights
-        The features' hashed indices and weights (the same length), rewritten in place.
-    g2, nrm
-        Their adaptive sums and normalizers, rewritten in place; both empty: the weights
-        alone decide.
-    """
-    check = len(g2) > 0
-    n = 0
-    for k in range(len(weights)):
-        if weights[k] == 0 and not (check and g2[k] != 0):
-            continue
-        if n != k:
-            indices[n] = indices[k]
-            weights[n] = weights[k]
-            if check:
-                g2[n] = g2[k]
-                nrm[n] = nrm[k]
-        n += 1
-    return n
 
 
 class LinearModel:
@@ -178,6 +120,8 @@ class LinearModel:
             full = np.zeros(1 << self.bits, np.float32)
             full[self.indices] = self.weights
             if self.adaptive is not None and len(self.adaptive[2]) == STATE_SIZE:
+                from ._online._update import sync_weights
+
                 sync_weights(full, self.adaptive[2].copy())  # (on a copy of the state)
             self._full = full
         return self._full
@@ -215,7 +159,9 @@ class LinearModel:
             float): the digits VW prints, where a float64 sum (the default) can differ in
             the 6th digit on examples of thousands of features.
         """
-        score = _scores_float if vw_float else predict_scores
+        from ._modelnb import predict_scores, scores_float
+
+        score = scores_float if vw_float else predict_scores
         full = self.dense()
         const = CONSTANT_HASH & self.parse.mask
         for part in self._blocks(data):

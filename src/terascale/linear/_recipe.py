@@ -31,7 +31,8 @@ from ._io._blocks import Blocks
 from ._io._spill import Spill
 from ._layout import HOT_PREFIX, column_order, first_block_features
 from ._losses import LOSSES
-from ._model import LinearModel, keep_learned
+from ._model import LinearModel
+from ._modelnb import keep_learned
 from ._names import opt
 from ._online._firstpass import (
     GrowingWeights,

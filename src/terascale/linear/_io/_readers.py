@@ -5,7 +5,10 @@ workers) or, for fewer files, the k-th of N equal byte ranges of the files' cont
 after the other, cut at record ends, as Hadoop splits text: every worker reads a disjoint,
 contiguous part of the input and no line twice
 (:mod:`._stream` reads a range in bounded chunks; this module parses one chunk).
-Parsing runs in numba over the raw bytes; a malformed line raises :class:`DataError` with
+Parsing runs in the compiled parser or numba over the raw bytes (VW text:
+:func:`.._vw._vwtext_fast.parse_vw`; libsvm: :mod:`._libsvm`, imported where a file is
+libsvm's, so that a run of VW text on the compiled parser imports no numba); a malformed
+line raises :class:`DataError` with
 the file and line number (or, with ``skip_bad``, is counted and reported).
 """
 
@@ -15,27 +18,17 @@ import io
 import os
 from collections.abc import Callable, Iterable, Sequence
 
-import numba
 import numpy as np
 
 from ..._errors import ConfigError, DataError
 from .._names import opt
-from .._vw._vwparse import ERRORS, parse_float
 from .._vw._vwtext_fast import parse_vw
 from ._dataset import Dataset, ParseOptions
-from ._hashing import CONSTANT_HASH, hash_feature, hash_space
+from ._hashnames import CONSTANT_HASH
 from ._stream import shard_places
 
 __all__ = ["parse_bytes", "parse_lines", "parse_text", "quoted_line", "read_file",
            "shard_files", "shard_places"]
-
-_LIBSVM_ERRORS = {
-    1: "the label is not a number",
-    2: "a feature is not index:value",
-    3: "a feature index is not a non-negative integer",
-    4: "a feature value is not a number",
-}
-
 
 def _byte_range(buf: np.ndarray, k: int, n: int) -> tuple[int, int]:
     """The k-th of n ranges of ``buf``, each starting just after a line break."""
@@ -50,127 +43,6 @@ def _byte_range(buf: np.ndarray, k: int, n: int) -> tuple[int, int]:
         return size if len(j) == 0 else i + int(j[0])
 
     return cut(size * k // n), cut(size * (k + 1) // n)
-
-
-@numba.njit(cache=True, nogil=True)
-def _grown(indices: np.ndarray, values: np.ndarray, nnz: int) -> tuple[np.ndarray, np.ndarray]:
-    """Twice the capacity, the first ``nnz`` entries kept (CSR buffers fill as we parse)."""
-    ni = np.empty(2 * len(indices), np.uint32)
-    ni[:nnz] = indices[:nnz]
-    nv = np.empty(2 * len(values), np.float32)
-    nv[:nnz] = values[:nnz]
-    return ni, nv
-
-
-@numba.njit(cache=True, nogil=True)
-def _libsvm_features(buf: np.ndarray, i: int, le: int, mask: int, indices: np.ndarray,
-                     values: np.ndarray, nnz: int) -> tuple[int, int]:
-    """The ``index:value`` features of ``buf[i:le]`` appended at ``nnz`` (the arrays have
-    room for all of them); returns (new nnz, error code or 0)."""
-    err = 0
-    while i < le:
-        if buf[i] == 32 or buf[i] == 9 or buf[i] == 13:
-            i += 1
-            continue
-        ts = i
-        while i < le and not (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
-            i += 1
-        te = i
-        colon = ts
-        while colon < te and buf[colon] != 58:
-            colon += 1
-        if colon == te:
-            err = 2
-            break
-        if colon - ts == 3 and buf[ts] == 113 and buf[ts + 1] == 105 and buf[ts + 2] == 100:
-            continue  # qid:N
-        idx = np.int64(0)
-        if colon == ts:
-            err = 3
-            break
-        for j in range(ts, colon):
-            c = buf[j]
-            if c < 48 or c > 57:
-                err = 3
-                break
-            idx = (idx * 10 + (c - 48)) & 0xFFFFFFFF
-        if err:
-            break
-        v, ok = parse_float(buf, colon + 1, te)
-        if not ok:
-            err = 4
-            break
-        if v == 0.0:
-            continue
-        indices[nnz] = idx & mask
-        values[nnz] = v
-        nnz += 1
-    return nnz, err
-
-
-@numba.njit(cache=True, nogil=True)
-def _parse_libsvm(buf: np.ndarray, mask: int, constant: bool, skip_bad: bool):  # noqa: ANN201
-    n = len(buf)
-    cap = n // 3 + 16
-    indices = np.empty(cap, np.uint32)
-    values = np.empty(cap, np.float32)
-    ncap = n // 4 + 16
-    indptr = np.zeros(ncap + 1, np.int64)
-    labels = np.empty(ncap, np.float32)
-    nnz = 0
-    nex = 0
-    skipped = 0
-    line = -1
-    pos = 0
-    while pos < n:
-        line += 1
-        ls = pos
-        le = ls
-        while le < n and buf[le] != 10:
-            le += 1
-        pos = le + 1
-        hs = ls
-        while hs < le and buf[hs] != 35:  # '#' starts a comment
-            hs += 1
-        le = hs
-        i = ls
-        while i < le and (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
-            i += 1
-        if i == le:
-            continue
-        ts = i
-        while i < le and not (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
-            i += 1
-        label, ok = parse_float(buf, ts, i)
-        err = 0 if ok else 1
-        start = nnz
-        # room for every feature of the line and the constant, reserved once per line so
-        # that the token loop runs over arrays that never change (see _vwparse._features)
-        while nnz + (le - i) // 2 + 3 > len(indices):
-            indices, values = _grown(indices, values, nnz)
-        if err == 0:
-            nnz, err = _libsvm_features(buf, i, le, mask, indices, values, nnz)
-        if err:
-            if skip_bad:
-                skipped += 1
-                nnz = start
-                continue
-            return indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], skipped, err, line
-        if constant:
-            indices[nnz] = CONSTANT_HASH & mask
-            values[nnz] = 1.0
-            nnz += 1
-        if nex + 1 >= len(labels):
-            nl = np.empty(2 * len(labels), np.float32)
-            nl[:nex] = labels[:nex]
-            labels = nl
-            npt = np.zeros(2 * len(labels) + 1, np.int64)
-            npt[:nex + 1] = indptr[:nex + 1]
-            indptr = npt
-        labels[nex] = label
-        nex += 1
-        indptr[nex] = nnz
-    return indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], skipped, 0, line
 
 
 def _line_text(buf: np.ndarray, line: int) -> str:
@@ -225,14 +97,18 @@ def _parse_one(buf: np.ndarray, opts: ParseOptions, source: str,
          line, blanks, ignored, notes) = parse_vw(buf, opts.mask, opts.interaction_table(),
                                                   opts.constant, opts.skip_bad,
                                                   *opts.namespace_flags(), opts.lenient_labels)
-        msgs = ERRORS
+        msgs = None
     else:
-        indptr, indices, values, labels, skipped, err, line = _parse_libsvm(
+        from ._libsvm import ERRORS, parse_libsvm
+
+        indptr, indices, values, labels, skipped, err, line = parse_libsvm(
             buf, opts.mask, opts.constant, opts.skip_bad)
         weights = np.ones(len(labels), np.float32)
         tag_ptr = tag_blob = blanks = ignored = notes = None
-        msgs = _LIBSVM_ERRORS
+        msgs = ERRORS
     if err:
+        if msgs is None:  # (only the numba parser reports one)
+            from .._vw._vwparse import ERRORS as msgs
         if callable(first_line):  # counted only now: a worker that seeked has no count
             first_line = first_line()
         raise DataError(f"{source}, line {first_line + line}: {msgs[err]}: "
@@ -305,6 +181,8 @@ def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int,
             raise DataError(f"{source}, line {first_line + r + 1}: the label "
                             f"{df[opts.label].iloc[r]!r} is not a (finite) number")
         keep[bad] = False
+    from ._hashing import hash_feature, hash_space
+
     cols = [c for c in df.columns if c != opts.label and c not in opts.ignore]
     n = len(df)
     k = len(cols) + (1 if opts.constant else 0)

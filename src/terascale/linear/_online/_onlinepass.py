@@ -21,7 +21,15 @@ from .._combine._mixing import Mixer
 from .._io._blocks import Block
 from .._io._spill import Spill
 from .._options import TrainOptions
-from ._progress import PRESERVED, Progress, label_notes, label_warnings, warns_of_labels
+from ._progress import (
+    LABELS,
+    PRESERVED,
+    Progress,
+    distinct_labels,
+    label_notes,
+    label_warnings,
+    warns_of_labels,
+)
 from ._progressive import BLOCK, block_tags, zero_one
 from ._update import online_chunk
 
@@ -39,7 +47,6 @@ _ZEROS = np.zeros(8)  # (zero_one's sums before a chunk: its own sums start at 0
 # LABELS slots: the first distinct labels seen (NaN where fewer), held-out examples
 # included (VW's best constant needs the two labels, or knowing that there were more)
 COUNTED = 8
-LABELS = 3
 
 Predictions = Callable[[np.ndarray, "list[str] | None"], None]
 
@@ -203,8 +210,3 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
     acc[COUNTED + 4:COUNTED + 4 + len(labels_seen)] = labels_seen
     return acc
 
-
-def distinct_labels(seen: list[float], labels: np.ndarray) -> list[float]:
-    """``seen`` and the values of ``labels`` not in it, sorted, at most ``LABELS`` of them
-    (enough to tell one, two or more than two distinct labels apart)."""
-    return sorted(set(seen) | set(np.unique(labels)[:LABELS].tolist()))[:LABELS]

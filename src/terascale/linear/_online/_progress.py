@@ -31,8 +31,8 @@ from ..._lazy import lazy_module
 
 np = lazy_module("numpy", globals(), "np")
 
-__all__ = ["CADENCE", "CARRIED_T", "LINK", "PRESERVED", "SUMS", "Progress", "any_warned",
-           "cadence", "fixed",
+__all__ = ["CADENCE", "CARRIED_T", "LABELS", "LINK", "PRESERVED", "SUMS", "Progress",
+           "any_warned", "cadence", "distinct_labels", "fixed",
            "label_notes", "label_warnings", "warns_of_labels"]
 
 # (additive, step) of this process's progress lines: VW's default doubling
@@ -49,6 +49,8 @@ PRESERVED: dict[str, float] = {}
 CARRIED_T: list[float] = [0.0]
 # the length of :attr:`Progress.sums`, VW's running sums that the learners' kernels add to
 SUMS = 10
+# the distinct labels a run keeps for VW's best constant (:func:`distinct_labels`)
+LABELS = 3
 
 
 def cadence(arg: str) -> tuple[bool, float]:
@@ -393,3 +395,9 @@ def fixed(v: float) -> str:
     if v != v:
         return "-nan" if math.copysign(1.0, v) < 0 else "nan"
     return f"{v:.6f}"
+
+
+def distinct_labels(seen: list[float], labels: np.ndarray) -> list[float]:
+    """``seen`` and the values of ``labels`` not in it, sorted, at most ``LABELS`` of them
+    (enough to tell one, two or more than two distinct labels apart)."""
+    return sorted(set(seen) | set(np.unique(labels)[:LABELS].tolist()))[:LABELS]

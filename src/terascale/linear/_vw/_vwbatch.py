@@ -111,10 +111,11 @@ def _product_sum(a: np.ndarray, b: np.ndarray) -> float:
 class _Loss:
     """VW's loss (value, first and second derivative) on float32 arrays, with VW's
     prediction range (``min_label``/``max_label``) where the loss uses it: the batch forms
-    of the loss's row (``linear/_losses.py``)."""
+    of the loss's row (``linear/_batchloss.py``)."""
 
     def __init__(self, name: str, q: float | None = None) -> None:
-        from .._losses import loss_code, loss_spec, vw_batch_losses
+        from .._batchloss import vw_batch_losses
+        from .._losstable import loss_code, loss_spec
 
         self.spec = loss_spec(name, "--loss_function")
         if name not in vw_batch_losses():
@@ -126,19 +127,19 @@ class _Loss:
 
     def value(self, p: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray
               ) -> np.ndarray:
-        from .._losses import batch_value32
+        from .._batchloss import batch_value32
 
         return batch_value32(self.code, p, y, lo, hi)
 
     def first(self, p: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray
               ) -> np.ndarray:
-        from .._losses import batch_first32
+        from .._batchloss import batch_first32
 
         return batch_first32(self.code, p, y, lo, hi)
 
     def second(self, p: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray
                ) -> np.ndarray:
-        from .._losses import batch_second32
+        from .._batchloss import batch_second32
 
         return batch_second32(self.code, p, y, lo, hi)
 
@@ -378,7 +379,7 @@ def _closing_sums(comm: Any, d: _Data) -> dict[str, Any]:
     """The closing block's counts over the whole input (every worker's share): examples
     and weight not held out, the labelled ones' weight and label sum, the distinct labels
     and the features."""
-    from .._online._onlinepass import distinct_labels
+    from .._online._progress import distinct_labels
 
     kept = ~d.holdout
     labelled = d.labelled & kept
@@ -671,7 +672,7 @@ class _Batch:
                  final_pass: int, out: _Progress,
                  regularizers: np.ndarray | None = None, comm: Any = None,
                  binary: bool = False) -> None:
-        from .._io._hashing import CONSTANT_HASH
+        from .._io._hashnames import CONSTANT_HASH
 
         self.comm = comm  # (-n N: the workers' communicator; each learns from a share)
         # the accumulator of the examples' terms of the gradient and preconditioner: one

@@ -23,7 +23,6 @@ import numpy as np
 
 from ..._cext import load
 from . import VWFAST
-from ._vwparse import parse_vw_bytes
 
 __all__ = ["format_predictions", "parse_vw"]
 
@@ -77,6 +76,8 @@ def parse_vw(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool, skip
                     weights[:nex].copy(), tag_ptr[:nex + 1].copy(), tag_blob[:ntag].copy(),
                     0, 0, 0, np.zeros(0, np.int64), np.zeros(0, np.int64),
                     np.zeros(0, np.int64))
+    from ._vwparse import parse_vw_bytes  # (numba's: imported where a buffer needs it)
+
     return parse_vw_bytes(buf, mask, table, constant, skip_bad, ignore, ignore_linear, lenient)
 
 
