@@ -934,7 +934,8 @@ def _resume(table: np.ndarray, state: np.ndarray, model: Any) -> None:
 def _starting(table: memoryview, state: array, start: argparse.Namespace, bits: int) -> None:
     """VW's starting weights in the dense table of ``2**bits`` rows and the state, as
     ``_vwcli._starting_weights``' model gives them to the numba pass: every row's weight
-    ``--initial_weight`` and adaptive sum ``--initial_t`` (VW's ``initial_t`` fake examples
+    ``--initial_weight`` (or ``--random_weights``' draw from ``--random_seed``,
+    ``_vwfast.uniform``) and adaptive sum ``--initial_t`` (VW's ``initial_t`` fake examples
     of norm and gradient 1, which are also the state's total weight and norm sum), the
     constant's weight ``--constant`` and the label range ``--min_prediction``/
     ``--max_prediction`` as VW's floats. ``start``: the run's flags (``_vwcli``)."""
@@ -942,6 +943,8 @@ def _starting(table: memoryview, state: array, start: argparse.Namespace, bits: 
     from .._online._state import MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
 
     rows = 1 << bits
+    if start.random_weights and not start.initial_weight:  # (VW's order: the value first)
+        _fast().uniform(table, start.random_seed, 3)
     for col, v in ((0, start.initial_weight), (1, start.initial_t)):
         if v:
             part = array("f", [v]) * min(rows, _FILL)
