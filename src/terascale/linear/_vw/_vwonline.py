@@ -70,7 +70,8 @@ the linear ones, counted in the table as VW counts them: ``Dataset.ignored``).
 examples are learned one at a time, and each one's lines are printed as it is learned.
 
 :func:`c_path` says whether a run takes it, and why not: anything it does not cover
-(``-n N``, ``--skip-bad`` with ``--oaa`` or ``-t``, the starting weights and ``-i`` of terascale's model
+(``-n N``, ``--skip-bad`` with ``--oaa`` or ``-t``, the starting weights ``_vwcli`` writes as a
+model (VW's others are written into the table: ``_starting``) and ``-i`` of terascale's model
 format, ``-t`` without ``-i`` or with ``-f`` or ``--holdout_after``,
 ``--preserve_performance_counters`` with passes or ``--holdout_after``, the ``--oaa``
 runs :func:`._vwoaafast.why_not` declines, terascale's model format, ``-t`` with
