@@ -1004,15 +1004,17 @@ def _vw_defaults(args: argparse.Namespace) -> None:
 def _compiled_start(args: argparse.Namespace) -> bool:
     """Whether a run's starting weights may be left to the compiled learner
     (``_vwonline.train`` writes them into its table; ``args.vw_start``: the flags they come
-    from) rather than written as a model that training starts from as from -i: one worker
-    learning without -i, ``--oaa``, ``--audit`` or ``--save_per_pass``, weights one value or VW's uniform draw
+    from) rather than written as a model that training starts from as from -i: a run
+    learning (one worker or ``-n N``'s compiled workers) without -i, ``--oaa``,
+    ``--audit`` or ``--save_per_pass``, from one value or VW's uniform draw
     (``--initial_weight``, ``--random_weights``, ``--constant``, ``--initial_t``, the
-    label range; not the normal draws). Where the numba pass runs it after
-    all, :func:`numba_start` writes that model first."""
-    return not (args.initial or args.testonly or args.oaa is not None or args.nprocs != 1
+    label range; not the normal draws). Where the numba pass runs it after all,
+    :func:`numba_start` writes that model first."""
+    return not (args.initial or args.testonly or args.oaa is not None
                 or args.plain_rule or args.preserve_performance_counters
-                or args.save_per_pass or args.audit
-                or args.bfgs is not None or args.cg is not None or args.normal_weights or args.truncated_normal_weights)
+                or args.save_per_pass or args.audit or args.bfgs is not None
+                or args.cg is not None or args.normal_weights
+                or args.truncated_normal_weights)
 
 
 def numba_start(args: argparse.Namespace) -> None:
