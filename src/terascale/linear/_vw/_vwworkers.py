@@ -67,7 +67,13 @@ its part's examples from the part's place in the input (``_io._stream.lines_befo
 lines before it, as VW counts examples), so the examples held out are one worker's
 (the numba pass refuses it with ``-n N``).
 
-:func:`why_not` says which ``-n N`` runs this is not: ``-i`` of terascale's format, the starting weights, ``--skip-bad``, ``--average
+VW's starting weights that ``_vwcli`` leaves to the compiled learner (``--initial_t``,
+``--initial_weight``, ``--random_weights``, ``--constant``, the label range) are written
+into each worker's table as one worker writes them (``_vwonline._starting``), and rank 0
+puts back the rows no worker saw as it does -i's (:class:`_Starting`).
+
+:func:`why_not` says which ``-n N`` runs this is not: ``-i`` of terascale's format (the
+other starting weights' model), ``--skip-bad``, ``--average
 chain``/``--average-every``, ``-p``/``-r`` (which ``-n N`` refuses); those run the numba
 pass. ``-t`` runs in one process whatever ``-n`` says (``_vwonline.test``).
 
