@@ -347,3 +347,17 @@ def test_a_number_alone_is_read_in_c_as_the_numba_parser_reads_it():
         got = _FAST.number(b)
         assert got is None or (ok and np.float32(got).tobytes() == np.float32(v).tobytes()), w
         assert (got is None) == ("+" in w or w in ("inf", "1e39", "x", "1e", "--1", "")), w
+
+
+@built
+@pytest.mark.parametrize("seed", [0, 3, 12345678901])
+def test_uniform_weights_in_the_table_are_vws_draw(seed):
+    """``--random_weights`` written by the compiled core into the first float of each row
+    are the numba generator's (VW's merand48 from ``--random_seed``); the row's other
+    floats are left alone."""
+    from terascale.linear._vw._vwrandom import uniform_weights
+
+    table = np.full((4096, 3), 7.0, np.float32)
+    _FAST.uniform(memoryview(table).cast("B").cast("f"), seed, 3)
+    assert np.array_equal(table[:, 0], uniform_weights(4096, seed))
+    assert (table[:, 1:] == 7.0).all()

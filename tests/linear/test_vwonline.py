@@ -99,6 +99,12 @@ CASES = [
     ("real", ["--ngram", "a3", "--skips", "a1", "-q", "ab", "--ignore", "d"]),
     ("sign", ["--ignore_linear", "ab", "-q", "ab", "--passes", "2", "-c", "-k",
               "--holdout_off", "--loss_function", "logistic"]),
+    # VW's starting weights in the table (a case the numba pass runs too in CI)
+    ("real", ["--initial_t", "2", "--constant", "0.5", "--initial_weight", "0.01",
+              "--min_prediction", "-2", "--max_prediction", "3", "--passes", "2", "-c",
+              "-k"]),
+    ("sign", ["--initial_t", "1", "--loss_function", "logistic", "--min_prediction", "-0.5"]),
+    ("real", ["--random_weights", "--random_seed", "3", "--constant", "0.2"]),
 ]
 
 
@@ -683,7 +689,7 @@ def _args(line: list[str]) -> argparse.Namespace:
     (["--loss_function", "expectile", "--expectile_q", "0.3"], "--loss_function expectile"),
     (["-t", "-i", "m", "--readable_model", "r.txt"], "-t with --readable_model"),
     (["--model-format", "terascale"], "terascale's model format"),
-    (["--initial_weight", "0.1"], "starting weights"),
+    (["--normal_weights"], "starting weights"),
     (["--ignore_linear", "a", "--ngram", "2"], "--ignore_linear with --ngram"),
     (["-t", "-i", "m", "--holdout_after", "5"], "-t with --holdout_after"),
     (["-i", "m", "--preserve_performance_counters", "--passes", "2"],
@@ -719,7 +725,11 @@ def test_oaa_and_binary_runs_take_the_compiled_path(line):
                                   ["-c"], ["--cache_file", "c", "-k"],
                                   ["--readable_model", "r", "--invert_hash", "i", "-q", "ab"],
                                   ["--oaa", "3", "--invert_hash", "i", "-f", "m"],
-                                  ["--ignore_linear", "a", "-q", "ab"]])
+                                  ["--ignore_linear", "a", "-q", "ab"],
+                                  ["--initial_t", "2"], ["--initial_weight", "0.01"],
+                                  ["--constant", "0.5", "--min_prediction", "-2"],
+                                  ["--max_prediction", "1", "--passes", "2", "-c"],
+                                  ["--random_weights", "--initial_t", "1"]])
 def test_common_runs_take_the_compiled_path(line):
     from terascale.linear._vw._vwonline import c_path
 

@@ -93,6 +93,9 @@ CASES = [
          "Ac", "--invert_hash", "ih"]),
     more(2, ["-n", "2", "--sort_features", "--hash", "all", "--passes", "2", "-c"]),
     more(3, ["-n", "3", "--affix", "+2a,-1", "--invert_hash", "ih"]),
+    # VW's starting weights in every worker's table; rank 0 puts back the rows none saw
+    (1, ["-n", "2", "--initial_t", "1", "--random_weights", "--constant", "0.5",
+         "--min_prediction", "-1", "--passes", "2", "-c"]),
 ]
 
 
@@ -350,7 +353,7 @@ def test_standard_input_is_split_as_its_file(tmp_path, extra):
 
 @pytest.mark.parametrize(("line", "why"), [
     (["-n", "2", "--average-every", "100"], "-n N with --average"),
-    (["-n", "2", "--initial_weight", "0.1"], "-n N with -i"),
+    (["-n", "2", "--normal_weights"], "-n N with -i"),
     (["-n", "0"], "-n N with 0"),
 ])
 def test_which_runs_of_several_workers_run_the_numba_pass(line, why):
@@ -364,6 +367,7 @@ def test_which_runs_of_several_workers_run_the_numba_pass(line, why):
     assert why_not(_args(["-d", "x.vw", "-n", "2", "--oaa", "3", "--passes", "2"])) == ""
     assert why_not(_args(["-d", "x.vw", "-n", "2", "--ngram", "2", "--skips", "1"])) == ""
     assert why_not(_args(["-d", "x.vw", "-n", "2", "--holdout_after", "100"])) == ""
+    assert why_not(_args(["-d", "x.vw", "-n", "2", "--initial_weight", "0.1"])) == ""
 
 
 @pytest.mark.parametrize("n", [2, 3, 5])

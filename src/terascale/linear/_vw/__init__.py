@@ -5,7 +5,7 @@ outputs, ``terascale vw`` and the VW-only learners behind it."""
 # ``_vwsparse.c``: VW text, VW's update, the cache's kernels, the one-worker run's counts
 # and records, the batch learner's sparse products)
 # and the calling convention every caller speaks: ``terascale._cext.load(*VWFAST)``
-VWFAST = ("terascale.linear._vw._vwfast", 27)
+VWFAST = ("terascale.linear._vw._vwfast", 28)
 
 
 def dense_table(bits: int, *width: int):

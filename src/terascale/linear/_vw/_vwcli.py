@@ -254,6 +254,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         else load_model(args.initial, args.vw_generation))
                 args.vw_preserved = dict(kept.info.get("vw_counters", {}))
             if not (args.data or args.data_flag) and args._vw_noop_no_stdin:
+                numba_start(args)  # (its model is the starting weights')
                 return _no_data(args)
             if args.l1_state is not None or args.l2_state is not None:
                 raise ConfigError("--l1_state/--l2_state: terascale vw sets them in a run "
@@ -276,6 +277,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
                 if c_path(args) is None:  # (one worker, one pass: the compiled learner)
                     return test(args) if args.testonly else train(args)
+                numba_start(args)
                 return int(_cli_run.train(args) or 0)
             return _audited(args)
 
@@ -998,8 +1000,37 @@ def _vw_defaults(args: argparse.Namespace) -> None:
         args.vw_oaa_initial_t = args.initial_t or None
     elif (others or ((ranged or (args.initial_t and not args.plain_rule))
                      and not args.initial)):
-        args.initial = _starting_weights(args)
         args.starting_weights = True
+        if _compiled_start(args):  # (the compiled learner writes them in its table)
+            import copy
+
+            args.vw_start = copy.copy(args)
+        else:
+            args.initial = _starting_weights(args)
+
+
+def _compiled_start(args: argparse.Namespace) -> bool:
+    """Whether a run's starting weights may be left to the compiled learner
+    (``_vwonline.train`` writes them into its table; ``args.vw_start``: the flags they come
+    from) rather than written as a model that training starts from as from -i: a run
+    learning (one worker or ``-n N``'s compiled workers) without -i, ``--oaa``,
+    ``--audit`` or ``--save_per_pass``, from one value or VW's uniform draw
+    (``--initial_weight``, ``--random_weights``, ``--constant``, ``--initial_t``, the
+    label range; not the normal draws). Where the numba pass runs it after all,
+    :func:`numba_start` writes that model first."""
+    return not (args.initial or args.testonly or args.oaa is not None
+                or args.plain_rule or args.preserve_performance_counters
+                or args.save_per_pass or args.audit or args.bfgs is not None
+                or args.cg is not None or args.normal_weights
+                or args.truncated_normal_weights)
+
+
+def numba_start(args: argparse.Namespace) -> None:
+    """The model of a run's starting weights left to the compiled learner
+    (:func:`_compiled_start`), written as ``-i`` for the numba pass, which runs it."""
+    start = getattr(args, "vw_start", None)
+    if start is not None:
+        args.initial, args.vw_start = _starting_weights(start), None
 
 
 def _starting_weights(args: argparse.Namespace) -> str:

@@ -1499,6 +1499,9 @@ static PyMethodDef METHODS[] = {
     {"predicted", vw_predicted, METH_VARARGS,
      "predicted(src, dst, code): -p's float32 values of float64 scores (-2 --binary, -1 "
      "the score, 0..2 link's codes) (_vwtable.c)"},
+    {"uniform", vw_uniform, METH_VARARGS,
+     "uniform(table, seed, width): VW's --random_weights in the first float of each row "
+     "of width floats (_vwtable.c)"},
     {"murmur3", (PyCFunction)(void (*)(void))vw_murmur3, METH_FASTCALL,
      "murmur3(data, seed) -> VW's uniform_hash of the bytes data under a 32-bit seed"},
     {"rows_dot", vw_rows_dot, METH_VARARGS,
@@ -1532,7 +1535,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
                  : c >= 'A' && c <= 'Z' ? 'A' : c == '.' ? '.' : '#';
     PyObject *mod = PyModule_Create(&MODULE);
     /* (the calling convention: terascale.linear._vw.VWFAST's number) */
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 27) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 28) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

@@ -70,7 +70,8 @@ the linear ones, counted in the table as VW counts them: ``Dataset.ignored``).
 examples are learned one at a time, and each one's lines are printed as it is learned.
 
 :func:`c_path` says whether a run takes it, and why not: anything it does not cover
-(``-n N``, ``--skip-bad`` with ``--oaa`` or ``-t``, the starting weights and ``-i`` of terascale's model
+(``-n N``, ``--skip-bad`` with ``--oaa`` or ``-t``, the starting weights ``_vwcli`` writes as a
+model (VW's others are written into the table: ``_starting``) and ``-i`` of terascale's model
 format, ``-t`` without ``-i`` or with ``-f`` or ``--holdout_after``,
 ``--preserve_performance_counters`` with passes or ``--holdout_after``, the ``--oaa``
 runs :func:`._vwoaafast.why_not` declines, terascale's model format, ``-t`` with
@@ -614,19 +615,25 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     _cli_run._binary_link(binary, how)
     table = _table(parse.bits)
     state = array("d", state_values())
+    start = getattr(args, "vw_start", None)  # (VW's starting weights: _vwcli)
     if model is not None:
         _resume(table, state, model)
+    elif start is not None:
+        _starting(table, state, start, parse.bits)
     out = sys.stderr if not args.quiet else None
     passes = max(int(opts.passes), 1)
     # --skip-bad's count: the numba pass reads the text of a run that caches it (passes,
     # -c) or starts from -i's model before its table, and says how many lines it skipped
     # there; here the first pass's table is held until the text is read
     held = io.StringIO() if out is not None and opts.skip_bad and (
-        (opts.cache_root() != "" and not args.audit) or model is not None) else None
+        (opts.cache_root() != "" and not args.audit) or model is not None
+        or start is not None) else None
     prog = Progress(held or out)
     prog.header()
     prog.restart()
-    counters = (model.info.get("vw_counters") or {}) if model is not None else {}
+    counters = (model.info.get("vw_counters") or {}) if model is not None else \
+        {"t": start.initial_t, "initial_t": start.initial_t} \
+        if start is not None and start.initial_t else {}  # (VW's counters start at t)
     prog.seen_sums[1] = float(counters.get("t") or 0.0)  # (VW's running t, from -i's on)
     prog.due = prog.first_due() if out else 1.0
     kept = getattr(args, "vw_preserved", None) or {}
@@ -923,6 +930,38 @@ def _resume(table: np.ndarray, state: np.ndarray, model: Any) -> None:
 
     HeldRecords(model).put(np.frombuffer(table, np.float32).reshape(-1, 3))
     state[:len(model.adaptive[2])] = array("d", model.adaptive[2])
+
+
+def _starting(table: memoryview, state: array, start: argparse.Namespace, bits: int) -> None:
+    """VW's starting weights in the dense table of ``2**bits`` rows and the state, as
+    ``_vwcli._starting_weights``' model gives them to the numba pass: every row's weight
+    ``--initial_weight`` (or ``--random_weights``' draw from ``--random_seed``,
+    ``_vwfast.uniform``) and adaptive sum ``--initial_t`` (VW's ``initial_t`` fake examples
+    of norm and gradient 1, which are also the state's total weight and norm sum), the
+    constant's weight ``--constant`` and the label range ``--min_prediction``/
+    ``--max_prediction`` as VW's floats. ``start``: the run's flags (``_vwcli``)."""
+    from .._io._hashnames import CONSTANT_HASH
+    from .._online._state import MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
+
+    rows = 1 << bits
+    if start.random_weights and not start.initial_weight:  # (VW's order: the value first)
+        _fast().uniform(table, start.random_seed, 3)
+    for col, v in ((0, start.initial_weight), (1, start.initial_t)):
+        if v:
+            part = array("f", [v]) * min(rows, _FILL)
+            for r in range(0, rows, _FILL):  # (a bounded copy of the value at a time)
+                n = min(rows - r, _FILL)
+                table[3 * r + col:3 * (r + n):3] = part[:n] if n < _FILL else part
+    if start.constant:  # (VW sets it with --noconstant too)
+        table[3 * (CONSTANT_HASH & (rows - 1))] = f32(start.constant)
+    if start.initial_t:
+        state[TOTAL_WEIGHT] = state[SUM_NORM_X] = start.initial_t
+    for at, v in ((MIN_LABEL, start.min_prediction), (MAX_LABEL, start.max_prediction)):
+        if v is not None:
+            state[at] = f32(v)
+
+
+_FILL = 1 << 16  # rows given a starting value at a time (_starting)
 
 
 def _initial(args: argparse.Namespace, options: dict[str, Any], records: bool = True) -> Any:

@@ -211,3 +211,32 @@ PyObject *vw_predicted(PyObject *self, PyObject *args) {
     PyBuffer_Release(&bd);
     Py_RETURN_NONE;
 }
+
+/* uniform(table, seed, width): VW's --random_weights in the first float of each of the
+ * table's rows of width floats: its merand48 generator (state * 0xEECE66D5DEECE66D +
+ * 2147483647, bits 25..47 as a float in [1, 2) less 1) stepped once per row in order from
+ * seed, less 0.5, in float (_vwrandom.uniform_weights' values). */
+PyObject *vw_uniform(PyObject *self, PyObject *args) {
+    Py_buffer t;
+    unsigned long long seed;
+    Py_ssize_t width;
+    if (!PyArg_ParseTuple(args, "w*Kn", &t, &seed, &width))
+        return NULL;
+    if (width < 1 || t.itemsize != 4 || t.len % (4 * width)) {
+        PyBuffer_Release(&t);
+        PyErr_SetString(PyExc_ValueError, "uniform: a table of float32 rows of width");
+        return NULL;
+    }
+    float *w = (float *)t.buf;
+    Py_ssize_t rows = t.len / (4 * width);
+    uint64_t s = (uint64_t)seed;
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        s = s * 0xEECE66D5DEECE66DULL + 2147483647ULL;
+        uint32_t bits = (uint32_t)(((s >> 25) & 0x7FFFFF) | (127u << 23));
+        float f;
+        memcpy(&f, &bits, 4);
+        w[i * width] = (f - 1.0f) - 0.5f;
+    }
+    PyBuffer_Release(&t);
+    Py_RETURN_NONE;
+}

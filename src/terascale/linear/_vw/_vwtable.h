@@ -8,6 +8,7 @@ PyObject *vw_counts(PyObject *self, PyObject *args);
 PyObject *vw_records(PyObject *self, PyObject *args);
 PyObject *vw_restore(PyObject *self, PyObject *args);
 PyObject *vw_predicted(PyObject *self, PyObject *args);
+PyObject *vw_uniform(PyObject *self, PyObject *args);
 
 #include <stdint.h>
 

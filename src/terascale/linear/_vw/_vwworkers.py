@@ -67,7 +67,13 @@ its part's examples from the part's place in the input (``_io._stream.lines_befo
 lines before it, as VW counts examples), so the examples held out are one worker's
 (the numba pass refuses it with ``-n N``).
 
-:func:`why_not` says which ``-n N`` runs this is not: ``-i`` of terascale's format, the starting weights, ``--skip-bad``, ``--average
+VW's starting weights that ``_vwcli`` leaves to the compiled learner (``--initial_t``,
+``--initial_weight``, ``--random_weights``, ``--constant``, the label range) are written
+into each worker's table as one worker writes them (``_vwonline._starting``), and rank 0
+puts back the rows no worker saw as it does -i's (:class:`_Starting`).
+
+:func:`why_not` says which ``-n N`` runs this is not: ``-i`` of terascale's format (the
+other starting weights' model), ``--skip-bad``, ``--average
 chain``/``--average-every``, ``-p``/``-r`` (which ``-n N`` refuses); those run the numba
 pass. ``-t`` runs in one process whatever ``-n`` says (``_vwonline.test``).
 
@@ -249,8 +255,12 @@ def _learn(job: dict[str, Any]) -> None:
     fast = _fast()
     table = dense_table(parse.bits, 3)
     state = new_state()
-    warm = bool(args.initial)
-    model = _resumed(args, table, state) if warm else None
+    # (VW's starting weights: every worker's table starts from them, and rank 0 puts
+    # back the rows no worker saw, as from -i's model)
+    start = bool(getattr(args, "starting_weights", False)) and not args.initial
+    warm = bool(args.initial) or start
+    model = _resumed(args, table, state) if args.initial else \
+        _Starting(args, table, state) if start else None
     if rank != 0:  # (rank 0 alone puts back its unseen rows and writes its counters)
         model = None
     out = sys.stderr if not args.quiet and rank == 0 else None
@@ -366,6 +376,36 @@ def _resumed(args: argparse.Namespace, table: np.ndarray, state: np.ndarray) -> 
     state[:len(model.adaptive[2])] = model.adaptive[2]
     model.records.put(table)
     return model
+
+
+class _Starting:
+    """VW's starting weights of a run without -i (``_vwcli`` left them to the compiled
+    learner: ``_vwonline._starting``), written into a worker's ``table`` and ``state``,
+    and serving the worker as -i's model does (:func:`_resumed`): ``info``'s counters,
+    ``records.put`` the rows no worker saw."""
+
+    def __init__(self, args: argparse.Namespace, table: np.ndarray, state: np.ndarray):
+        from ._vwonline import _starting
+
+        self.args, self.records = args, self
+        t = args.initial_t
+        self.info = {"vw_counters": {"t": t, "initial_t": t}} if t else {}
+        _starting(_flat(table), state, args, len(table).bit_length() - 1)
+
+    def put(self, table: np.ndarray, unseen: np.ndarray) -> None:
+        """The starting rows of ``table`` where the bitmap ``unseen`` has no bit."""
+        from .._online._state import new_state
+        from ._vwonline import _starting
+
+        fresh = np.zeros_like(table)
+        _starting(_flat(fresh), new_state(), self.args, len(table).bit_length() - 1)
+        off = np.unpackbits(unseen, count=len(table), bitorder="little") == 0
+        table[off] = fresh[off]
+
+
+def _flat(table: np.ndarray) -> memoryview:
+    """A table's rows as one flat float32 buffer."""
+    return memoryview(table).cast("B").cast("f")
 
 
 def _rows_changed(args: argparse.Namespace) -> bool:
