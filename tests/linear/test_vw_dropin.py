@@ -728,15 +728,15 @@ def test_readable_model_keeps_the_link_and_rates_vw_keeps(link, start, tmp_path,
 
 
 def test_sigterm_leaves_no_temporary_file(tmp_path):
-    """The starting weights' model (--initial_t) and standard input's copy, both made before
-    the run blocks reading the stream, go when the run is ended by SIGTERM."""
+    """The starting weights' model (--normal_weights) and standard input's copy, both made
+    before the run blocks reading the stream, go when the run is ended by SIGTERM."""
     import os
     import signal
     import time
 
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    p = subprocess.Popen([sys.executable, "-m", "terascale", "vw", "--initial_t", "2",
+    p = subprocess.Popen([sys.executable, "-m", "terascale", "vw", "--normal_weights",
                           "--quiet"], stdin=subprocess.PIPE, cwd=tmp_path,
                          env={**os.environ, "TMPDIR": str(scratch)})
     p.stdin.write(b"1 |a x\n")  # (the stream stays open: the run waits for the rest)
