@@ -155,7 +155,8 @@ def test_random_buffers_give_the_same_bits():
 # -q ab, a namespace crossed with itself (VW's combinations, or every ordered pair with
 # --permutations), cubics, a longer --interactions, wildcards, the default namespace
 INTERACTIONS = [(("ab",), (), ()), (("aa", "ab"), (), ()), ((), ("abb", "aab"), ()),
-                ((), (), ("abcn",)), (("a:",), (), ()), (("::",), (), ()), ((" a",), (), ())]
+                ((), (), ("abcn",)), (("a:",), (), ()), (("::",), (), ()), ((" a",), (), ()),
+                ((":b", "::"), (":a:",), ())]
 
 
 @built

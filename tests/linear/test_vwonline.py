@@ -966,3 +966,34 @@ def test_learning_prints_vws_lines_on_numbers_gone_wrong(tmp_path, case):
     if case in ("huge", "rules", "infinite"):
         assert "-nan" in (got["vw"][3] if case != "infinite" else "\n".join(got["vw"][1]))
     assert got["c"] == got["vw"]
+
+
+def _many_namespaces(n: int, seed: int) -> list[str]:
+    """Lines of 1 to 12 of 26 namespaces (and one whose first byte is past ASCII, which
+    VW's wildcards leave out), in random order, some reopened."""
+    rng = np.random.default_rng(seed)
+    names = [*"abcdefghijklmnopqrstuvwxyz", "é"]
+    out = []
+    for _ in range(n):
+        parts = [f"|{names[int(k)]}{rng.choice(['', 'x'])} f{int(rng.integers(9))}:"
+                 f"{rng.normal():.3f} g" for k in rng.choice(27, int(rng.integers(1, 13)))]
+        out.append(f"{rng.choice([-1, 1])} " + " ".join(parts))
+    return out
+
+
+@built
+@pytest.mark.parametrize("args", [
+    ["--interactions", ":::"], ["-q", "a:", "-q", ":c", "--cubic", "b::"],
+    ["-q", "::", "--cubic", "a:b", "--leave_duplicate_interactions", "--passes", "2", "-c",
+     "-k", "--holdout_off"]])
+def test_wildcards_over_many_namespaces_are_vws(tmp_path, args):
+    """Wildcards crossed over lines of many namespaces (the compiled parser goes past the
+    rows of a namespace a line lacks): VW's predictions and model."""
+    (tmp_path / "d.vw").write_text("\n".join(_many_namespaces(60, len(args))) + "\n")
+    outs = ["-p", "{}.p", "-f", "{}.m", "--quiet", "-b", "20"]
+    run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", *args,
+            *(o.format("vw") for o in outs)], tmp_path)
+    assert vw_in_one_process([["-d", "d.vw", *args, *(o.format("ts") for o in outs)]],
+                             tmp_path) == []
+    assert (tmp_path / "ts.p").read_bytes() == (tmp_path / "vw.p").read_bytes()
+    assert _body((tmp_path / "ts.m").read_bytes()) == _body((tmp_path / "vw.m").read_bytes())

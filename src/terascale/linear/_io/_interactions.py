@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from itertools import product
+from itertools import chain, combinations_with_replacement, product
 
 from ..._errors import ConfigError
 from ..._lazy import lazy_module
@@ -61,7 +61,12 @@ def _decode(spec: str, name: str) -> tuple[int, ...]:
 
 
 def _left_sorted(s: tuple[int, ...]) -> bool:
-    """VW's ``must_be_left_sorted`` (on an already sorted interaction)."""
+    """VW's ``must_be_left_sorted`` (on an already sorted interaction): a run of one
+    namespace next to a different one."""
+    if len(s) < 3:
+        return False
+    if len(s) == 3:
+        return (s[0] == s[1]) != (s[1] == s[2])
     diff = pair = False
     for a, b in zip(s, s[1:]):
         if a == b:
@@ -76,18 +81,26 @@ def _left_sorted(s: tuple[int, ...]) -> bool:
 
 
 def _sort_filter(vec: list[tuple[int, ...]], dedup: bool = True) -> list[tuple[int, ...]]:
-    """VW's ``sort_and_filter_duplicate_interactions`` (duplicates removed if ``dedup``)."""
-    srt = [(tuple(sorted(v)), i) for i, v in enumerate(vec)]
-    uniq = srt
-    if dedup:
-        srt.sort(key=lambda t: t[0])  # stable: the first of equal multisets survives
-        uniq = [t for k, t in enumerate(srt) if k == 0 or t[0] != srt[k - 1][0]]
-        uniq.sort(key=lambda t: t[1])
-    return [s if _left_sorted(s) else vec[i] for s, i in uniq]
+    """VW's ``sort_and_filter_duplicate_interactions``: the first of each multiset kept
+    (every one without ``dedup``), in order, its letters sorted where ``_left_sorted``."""
+    out: list[tuple[int, ...]] = []
+    seen: set[tuple[int, ...]] = set()
+    for v in vec:
+        s = tuple(sorted(v))
+        if dedup:
+            if s in seen:
+                continue
+            seen.add(s)
+        out.append(s if _left_sorted(s) else v)
+    return out
 
 
 def _sorted_list(vec: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
-    return sorted(vec, key=lambda t: (len(t), t))
+    """VW's ``sort_interactions_comparator``: shorter first, then by characters."""
+    by_len: dict[int, list[tuple[int, ...]]] = {}
+    for t in vec:
+        by_len.setdefault(len(t), []).append(t)
+    return [t for n in sorted(by_len) for t in sorted(by_len[n])]
 
 
 def _expand(inter: tuple[int, ...], names: list[int],
@@ -99,10 +112,11 @@ def _expand(inter: tuple[int, ...], names: list[int],
     if leave_duplicates:  # every ordered choice (VW's permutations with repetition)
         fills = list(product(names, repeat=nw))
     elif nw == 2:  # expand_quadratics_wildcard_interactions: every x <= y
-        fills = [(x, y) for i, x in enumerate(names) for y in names[i:]]
+        fills = list(combinations_with_replacement(names, 2))
     else:  # combinations with repetition, VW's order (non-increasing positions)
-        fills = [tuple(reversed(t)) for t in product(names, repeat=nw)
-                 if list(t) == sorted(t)]
+        fills = [t[::-1] for t in combinations_with_replacement(names, nw)]
+    if not fixed:
+        return fills
     out = []
     for f in fills:
         r = list(f)
@@ -187,7 +201,7 @@ def interaction_cells(inters: list[tuple[int, ...]], permutations: bool = False
     if not inters:
         return [], 3
     m = max(len(t) for t in inters)
-    cells: list[int] = []
-    for t in inters:
-        cells += [len(t) + (_PERMUTE if permutations else 0), *t, *[0] * (m - len(t))]
-    return cells, m + 1
+    flag = _PERMUTE if permutations else 0
+    head = {n: (n + flag,) for n in range(m + 1)}
+    pad = {n: (0,) * (m - n) for n in range(m + 1)}
+    return list(chain.from_iterable(head[len(t)] + t + pad[len(t)] for t in inters)), m + 1

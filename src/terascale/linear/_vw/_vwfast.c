@@ -393,32 +393,63 @@ static inline uint32_t digits_value(uint64_t x, int n) {
 #define MAX_ORDER 32 /* longer interactions go to the numba parser */
 #define MAX_SEGS 1024 /* namespaces opened on one line (more: the numba parser) */
 
+/* The table's namespace runs, written to skip (rows x width): skip[t * width + k] is the first
+ * row after t without row t's term k (namespace character) among its terms. Where that
+ * namespace is absent from an example, every row up to there is absent too: VW's order
+ * (sorted, wildcards expanded in order) puts the rows of a namespace together, so an
+ * example with few of a wildcard's namespaces looks at few of its rows. */
+static void namespace_runs(const int32_t *tab, Py_ssize_t rows, Py_ssize_t width,
+                           int32_t *skip) {
+    int32_t last[256], end[256]; /* (the row last seen with c, going up; its run's end) */
+    for (int c = 0; c < 256; c++)
+        last[c] = -1;
+    for (Py_ssize_t t = rows - 1; t >= 0; t--) {
+        const int32_t *row = tab + t * width;
+        int order = row[0] & 255;
+        for (int k = 0; k < order; k++) {
+            int c = row[1 + k];
+            if (last[c] != t + 1 && last[c] != t)
+                end[c] = (int32_t)(t + 1);
+            last[c] = (int32_t)t;
+        }
+        for (int k = 0; k < order; k++)
+            skip[t * width + k] = end[row[1 + k]];
+    }
+}
+
 /* The interaction features of one example, appended at *nnz (status 2 where they do not
  * fit): namespace character c's features are indices/values [gs[c], ge[c]) where
  * opened[c] == stamp. An odometer over the terms, the last one fastest; a term that
  * repeats the previous namespace starts at the previous term's feature (VW's
  * combinations) unless the row permutes. The index is h = i1, then h = h * 16777619 ^ ik
- * (FNV prime, 32 bits), masked at the end; the value the product of the values, in float. */
-static int emit_interactions(const int32_t *tab, Py_ssize_t rows, Py_ssize_t width,
-                             const uint32_t *opened, uint32_t stamp, const Py_ssize_t *gs,
-                             const Py_ssize_t *ge, uint32_t *indices, float *values,
-                             Py_ssize_t *nnz_p, Py_ssize_t fcap, uint32_t m) {
+ * (FNV prime, 32 bits), masked at the end; the value the product of the values, in float.
+ * A row with an absent namespace goes on past that namespace's run (namespace_runs). */
+static int emit_interactions(const int32_t *tab, const int32_t *skip, Py_ssize_t rows,
+                             Py_ssize_t width, const uint32_t *opened, uint32_t stamp,
+                             const Py_ssize_t *gs, const Py_ssize_t *ge, uint32_t *indices,
+                             float *values, Py_ssize_t *nnz_p, Py_ssize_t fcap, uint32_t m) {
     Py_ssize_t nnz = *nnz_p;
     Py_ssize_t pos[MAX_ORDER];
     uint32_t hs[MAX_ORDER];
     float vs[MAX_ORDER];
-    for (Py_ssize_t t = 0; t < rows; t++) {
+    for (Py_ssize_t t = 0; t < rows;) {
         const int32_t *row = tab + t * width;
         int order = row[0] & 255, permute = row[0] >= 256, ok = 1;
+        int32_t next = 0;
         for (int k = 0; k < order; k++) {
             int c = row[1 + k];
             if (opened[c] != stamp || ge[c] <= gs[c]) {
+                int32_t past = skip[t * width + k];
+                if (ok || past > next)
+                    next = past;
                 ok = 0;
-                break;
             }
         }
-        if (!ok)
+        if (!ok) {
+            t = next;
             continue;
+        }
+        t++;
         int k = 0;
         pos[0] = gs[row[1]];
         while (k >= 0) {
@@ -851,11 +882,19 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     float *tmp_v = NULL;
     uint64_t *keys = NULL; /* (--feature_limit/--sort_features: a run's sort keys) */
     Py_ssize_t tmp_cap = 0, key_cap = 0;
+    int32_t *skip = NULL; /* (the interactions' namespace runs) */
     spelt_t sp = {NULL, NULL, 0, 0, -1, spell_ns}, ap = {NULL, NULL, 0, 0, -1, affix_ns};
     spelt_t *side[2]; /* the line's side buffers, in order of their first feature */
     int spelled = 0; /* whether the namespace being read is spelled */
     if (ncap >= 0)
         indptr[0] = tag_ptr[0] = 0;
+    if (rows && !status) {
+        if (!(skip = malloc((size_t)(rows * width) * sizeof *skip))) {
+            status = 3;
+            goto done;
+        }
+        namespace_runs(tab, rows, width, skip);
+    }
     for (int c = 0; gram_n && c < 256; c++)
         if (gram_n[c] > MAX_GRAM || gram_k[c] > MAX_GRAM)
             status = 1;
@@ -1153,8 +1192,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             values[nnz] = 1.0f;
             nnz++;
         }
-        if (rows && (status = emit_interactions(tab, rows, width, opened, stamp, gs, ge,
-                                                indices, values, &nnz, fcap, m)))
+        if (rows && (status = emit_interactions(tab, skip, rows, width, opened, stamp, gs,
+                                                ge, indices, values, &nnz, fcap, m)))
             goto done;
         if (any_off) /* (after the crosses, which read the namespaces' runs) */
             ignored[nex] = drop_linear(linear_off, line_ns, n_line_ns, gs, ge, ex_start,
@@ -1175,6 +1214,7 @@ done:
     free(tmp_i);
     free(tmp_v);
     free(keys);
+    free(skip);
     free(sp.idx);
     free(sp.val);
     free(ap.idx);
