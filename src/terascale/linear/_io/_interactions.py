@@ -167,6 +167,9 @@ def _compile(quadratic: tuple[str, ...], cubic: tuple[str, ...],
     specs = _sort_filter(_sorted_list(specs), dedup)
     if not any(WILDCARD in t for t in specs):
         return tuple(specs)
+    fast = _wildcard_only(specs, leave_duplicates)
+    if fast is not None:
+        return fast
     total = 0
     out: list[tuple[int, ...]] = []
     for t in specs:
@@ -181,6 +184,31 @@ def _compile(quadratic: tuple[str, ...], cubic: tuple[str, ...],
         else:
             out.append(t)
     return tuple(_sort_filter(_sorted_list(out), dedup))
+
+
+def _wildcard_only(specs: list[tuple[int, ...]], leave_duplicates: bool
+                   ) -> tuple[tuple[int, ...], ...] | None:
+    """The expansion when every interaction is all wildcards, of different lengths
+    (``-q ::``, ``--cubic :::``, both), without sorting and filtering the expanded list:
+    each length's interactions then come from one wildcard, so no two are the same
+    multiset, and its expansion is known in VW's order. ``None`` for any other list
+    (or with ``leave_duplicates``, or one too long to expand)."""
+    lengths = [len(t) for t in specs]
+    if (leave_duplicates or any(set(t) != {WILDCARD} for t in specs)
+            or len(set(lengths)) < len(lengths)
+            or sum(len(_UNIVERSE) ** n for n in lengths) > _MAX_EXPANDED * 4):
+        return None
+    out: list[tuple[int, ...]] = []
+    for n in lengths:
+        if n == 2:  # every x <= y, already in order
+            out += combinations_with_replacement(_UNIVERSE, 2)
+            continue
+        # n == 3 (four wildcards expand past the limit): every non-increasing choice
+        # (VW's order), ascending, its letters sorted where ``_left_sorted`` (exactly
+        # two alike)
+        fills = list(combinations_with_replacement(_UNIVERSE[::-1], 3))[::-1]
+        out += [t[::-1] if len(set(t)) == 2 else t for t in fills]
+    return tuple(out)
 
 
 _PERMUTE = 256  # in a table's order column: every ordered tuple of a repeated namespace
