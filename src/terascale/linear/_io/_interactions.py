@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from itertools import chain, combinations_with_replacement, product
+from itertools import chain, combinations_with_replacement, product, repeat
 
 from ..._errors import ConfigError
 from ..._lazy import lazy_module
@@ -203,11 +203,14 @@ def _wildcard_only(specs: list[tuple[int, ...]], leave_duplicates: bool
         if n == 2:  # every x <= y, already in order
             out += combinations_with_replacement(_UNIVERSE, 2)
             continue
-        # n == 3 (four wildcards expand past the limit): every non-increasing choice
-        # (VW's order), ascending, its letters sorted where ``_left_sorted`` (exactly
-        # two alike)
-        fills = list(combinations_with_replacement(_UNIVERSE[::-1], 3))[::-1]
-        out += [t[::-1] if len(set(t)) == 2 else t for t in fills]
+        # n == 3 (four wildcards expand past the limit): every a >= b >= c (VW's order),
+        # ascending, its letters sorted where ``_left_sorted`` (exactly two alike)
+        for i, a in enumerate(_UNIVERSE):
+            for j, b in enumerate(_UNIVERSE[:i]):  # a > b: (a, b, c < b), then (b, b, a)
+                out += zip(repeat(a), repeat(b), _UNIVERSE[:j])
+                out.append((b, b, a))
+            out += zip(_UNIVERSE[:i], repeat(a), repeat(a))  # a == b: (c < a, a, a)
+            out.append((a, a, a))
     return tuple(out)
 
 
