@@ -30,6 +30,7 @@ workers before it loads the learner, or that never does) imports no numba.
 from __future__ import annotations
 
 import re
+from array import array
 from functools import lru_cache
 from itertools import chain, combinations_with_replacement, product, repeat
 
@@ -226,13 +227,13 @@ def interaction_table(inters: list[tuple[int, ...]], permutations: bool = False
 
 
 def interaction_cells(inters: list[tuple[int, ...]], permutations: bool = False
-                      ) -> tuple[list[int], int]:
-    """:func:`interaction_table`'s cells, row after row, and its width (3 for no
-    interaction), without numpy."""
+                      ) -> tuple[array, int]:
+    """:func:`interaction_table`'s cells, row after row (C ints: no list of 4 cells an
+    interaction beside them), and its width (3 for no interaction), without numpy."""
     if not inters:
-        return [], 3
+        return array("i"), 3
     m = max(len(t) for t in inters)
     flag = _PERMUTE if permutations else 0
     head = {n: (n + flag,) for n in range(m + 1)}
     pad = {n: (0,) * (m - n) for n in range(m + 1)}
-    return list(chain.from_iterable(head[len(t)] + t + pad[len(t)] for t in inters)), m + 1
+    return array("i", chain.from_iterable(head[len(t)] + t + pad[len(t)] for t in inters)), m + 1

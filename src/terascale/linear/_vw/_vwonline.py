@@ -275,7 +275,7 @@ class _Parser:
     def __init__(self, opts: Any, gen: Any = None) -> None:
         self.opts = opts
         cells, self.width = opts.interaction_cells()
-        self.table, self.rows = array("i", cells), len(cells) // self.width
+        self.table, self.rows = cells, len(cells) // self.width
         drop, off = opts.namespace_bytes()
         self.drop = bytes(drop)
         # --ignore_linear's namespaces: crossed, not learned alone; counted (VW counts them)
