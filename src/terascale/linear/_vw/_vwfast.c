@@ -901,6 +901,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     int32_t *live = NULL; /* (the rows crossed for the namespaces with features in live_key) */
     uint64_t live_key[4];
     Py_ssize_t nlive = -1; /* (-1: none yet) */
+    unsigned char tab_ns[256]; /* (the namespace characters the table crosses) */
+    int n_tab_ns = 0;
     spelt_t sp = {NULL, NULL, 0, 0, -1, spell_ns}, ap = {NULL, NULL, 0, 0, -1, affix_ns};
     spelt_t *side[2]; /* the line's side buffers, in order of their first feature */
     int spelled = 0; /* whether the namespace being read is spelled */
@@ -913,6 +915,13 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             goto done;
         }
         namespace_runs(tab, rows, width, skip);
+        char in_tab[256] = {0};
+        for (Py_ssize_t t = 0; t < rows; t++)
+            for (int k = 0; k < (tab[t * width] & 255); k++)
+                in_tab[tab[t * width + 1 + k] & 255] = 1;
+        for (int c = 0; c < 256; c++)
+            if (in_tab[c])
+                tab_ns[n_tab_ns++] = (unsigned char)c;
     }
     for (int c = 0; gram_n && c < 256; c++)
         if (gram_n[c] > MAX_GRAM || gram_k[c] > MAX_GRAM)
@@ -1213,9 +1222,11 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         }
         if (rows) { /* (the live rows kept while the namespaces with features stay) */
             uint64_t key[4] = {0, 0, 0, 0};
-            for (int c = 0; c < 256; c++)
+            for (int j = 0; j < n_tab_ns; j++) {
+                int c = tab_ns[j];
                 if (HAS_FEATURES(c))
                     key[c >> 6] |= 1ull << (c & 63);
+            }
             if (nlive < 0 || memcmp(key, live_key, sizeof key)) {
                 nlive = live_rows(tab, skip, rows, width, opened, stamp, gs, ge, live);
                 memcpy(live_key, key, sizeof key);
