@@ -159,6 +159,20 @@ INTERACTIONS = [(("ab",), (), ()), (("aa", "ab"), (), ()), ((), ("abb", "aab"), 
                 ((":b", "::"), (":a:",), ())]
 
 
+@pytest.mark.parametrize("spec", [(("::",), (), ()), ((), (":::",), ()),
+                                  (("::",), (), (":::",)), (("::", "::"), (), ("::",))])
+def test_all_wildcard_interactions_expand_as_the_sorted_filtered_list(spec, monkeypatch):
+    """``-q ::``/``--cubic :::`` are expanded in VW's order directly: the same list as
+    expanding, sorting and filtering (the path every other list takes)."""
+    from terascale.linear._io import _interactions
+    _interactions._compile.cache_clear()
+    direct = compile_interactions(*spec)
+    monkeypatch.setattr(_interactions, "_wildcard_only", lambda *a: None)
+    _interactions._compile.cache_clear()
+    assert direct == compile_interactions(*spec)
+    _interactions._compile.cache_clear()
+
+
 @built
 @pytest.mark.parametrize("permutations", [False, True])
 @pytest.mark.parametrize("spec", INTERACTIONS, ids=lambda s: "+".join(sum(s, ())))

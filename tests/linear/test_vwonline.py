@@ -201,6 +201,19 @@ def test_the_model_is_the_same_bits_whatever_the_chunks(tmp_path, capfd, monkeyp
     assert got[0] == got[1]
 
 
+def test_chunks_of_dense_text_are_read_for_a_bounded_number_of_features():
+    """Text of a few features a byte (click rows, ``-q aa``) is read in chunks of at least
+    64 KiB; denser text in smaller ones of about ``_MOST`` features, which bound the
+    arrays of the chunks in flight, down to 16 KiB (``--cubic :::`` over many namespaces:
+    25 a byte)."""
+    from terascale.linear._vw._vwonline import _FIRST, _LEAST, _MOST, _chunk_bytes
+
+    assert _chunk_bytes(_LEAST, 3 * _LEAST, 1000) == _LEAST
+    dense = _chunk_bytes(_LEAST, 10 * _LEAST, 200)
+    assert _FIRST < dense < _LEAST and 10 * dense <= _MOST
+    assert _chunk_bytes(_LEAST, 25 * _LEAST, 200) == _FIRST
+
+
 WARM_CASES = [  # the labels, the first run's flags, who runs it, the warm run's flags
     ("real", [], "vw", []),
     ("real", ["--predict_only_model"], "vw", ["--l1", "1e-4", "--l2", "1e-4"]),

@@ -8,6 +8,7 @@ order, so a learner never hashes.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,7 +138,7 @@ class ParseOptions:
         cells, width = self.interaction_cells()
         return np.array(cells, np.int32).reshape(-1, width)
 
-    def interaction_cells(self) -> tuple[list[int], int]:
+    def interaction_cells(self) -> tuple[array, int]:
         """:meth:`interaction_table`'s cells, row after row, and its width (no numpy)."""
         from ._interactions import compile_interactions, interaction_cells
 

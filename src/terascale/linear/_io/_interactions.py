@@ -30,8 +30,9 @@ workers before it loads the learner, or that never does) imports no numba.
 from __future__ import annotations
 
 import re
+from array import array
 from functools import lru_cache
-from itertools import chain, combinations_with_replacement, product
+from itertools import chain, combinations_with_replacement, product, repeat
 
 from ..._errors import ConfigError
 from ..._lazy import lazy_module
@@ -167,6 +168,9 @@ def _compile(quadratic: tuple[str, ...], cubic: tuple[str, ...],
     specs = _sort_filter(_sorted_list(specs), dedup)
     if not any(WILDCARD in t for t in specs):
         return tuple(specs)
+    fast = _wildcard_only(specs, leave_duplicates)
+    if fast is not None:
+        return fast
     total = 0
     out: list[tuple[int, ...]] = []
     for t in specs:
@@ -183,6 +187,34 @@ def _compile(quadratic: tuple[str, ...], cubic: tuple[str, ...],
     return tuple(_sort_filter(_sorted_list(out), dedup))
 
 
+def _wildcard_only(specs: list[tuple[int, ...]], leave_duplicates: bool
+                   ) -> tuple[tuple[int, ...], ...] | None:
+    """The expansion when every interaction is all wildcards, of different lengths
+    (``-q ::``, ``--cubic :::``, both), without sorting and filtering the expanded list:
+    each length's interactions then come from one wildcard, so no two are the same
+    multiset, and its expansion is known in VW's order. ``None`` for any other list
+    (or with ``leave_duplicates``, or one too long to expand)."""
+    lengths = [len(t) for t in specs]
+    if (leave_duplicates or any(set(t) != {WILDCARD} for t in specs)
+            or len(set(lengths)) < len(lengths)
+            or sum(len(_UNIVERSE) ** n for n in lengths) > _MAX_EXPANDED * 4):
+        return None
+    out: list[tuple[int, ...]] = []
+    for n in lengths:
+        if n == 2:  # every x <= y, already in order
+            out += combinations_with_replacement(_UNIVERSE, 2)
+            continue
+        # n == 3 (four wildcards expand past the limit): every a >= b >= c (VW's order),
+        # ascending, its letters sorted where ``_left_sorted`` (exactly two alike)
+        for i, a in enumerate(_UNIVERSE):
+            for j, b in enumerate(_UNIVERSE[:i]):  # a > b: (a, b, c < b), then (b, b, a)
+                out += zip(repeat(a), repeat(b), _UNIVERSE[:j])
+                out.append((b, b, a))
+            out += zip(_UNIVERSE[:i], repeat(a), repeat(a))  # a == b: (c < a, a, a)
+            out.append((a, a, a))
+    return tuple(out)
+
+
 _PERMUTE = 256  # in a table's order column: every ordered tuple of a repeated namespace
 
 
@@ -195,13 +227,13 @@ def interaction_table(inters: list[tuple[int, ...]], permutations: bool = False
 
 
 def interaction_cells(inters: list[tuple[int, ...]], permutations: bool = False
-                      ) -> tuple[list[int], int]:
-    """:func:`interaction_table`'s cells, row after row, and its width (3 for no
-    interaction), without numpy."""
+                      ) -> tuple[array, int]:
+    """:func:`interaction_table`'s cells, row after row (C ints: no list of 4 cells an
+    interaction beside them), and its width (3 for no interaction), without numpy."""
     if not inters:
-        return [], 3
+        return array("i"), 3
     m = max(len(t) for t in inters)
     flag = _PERMUTE if permutations else 0
     head = {n: (n + flag,) for n in range(m + 1)}
     pad = {n: (0,) * (m - n) for n in range(m + 1)}
-    return list(chain.from_iterable(head[len(t)] + t + pad[len(t)] for t in inters)), m + 1
+    return array("i", chain.from_iterable(head[len(t)] + t + pad[len(t)] for t in inters)), m + 1

@@ -417,39 +417,54 @@ static void namespace_runs(const int32_t *tab, Py_ssize_t rows, Py_ssize_t width
     }
 }
 
-/* The interaction features of one example, appended at *nnz (status 2 where they do not
- * fit): namespace character c's features are indices/values [gs[c], ge[c]) where
- * opened[c] == stamp. An odometer over the terms, the last one fastest; a term that
- * repeats the previous namespace starts at the previous term's feature (VW's
- * combinations) unless the row permutes. The index is h = i1, then h = h * 16777619 ^ ik
- * (FNV prime, 32 bits), masked at the end; the value the product of the values, in float.
- * A row with an absent namespace goes on past that namespace's run (namespace_runs). */
-static int emit_interactions(const int32_t *tab, const int32_t *skip, Py_ssize_t rows,
-                             Py_ssize_t width, const uint32_t *opened, uint32_t stamp,
-                             const Py_ssize_t *gs, const Py_ssize_t *ge, uint32_t *indices,
-                             float *values, Py_ssize_t *nnz_p, Py_ssize_t fcap, uint32_t m) {
-    Py_ssize_t nnz = *nnz_p;
-    Py_ssize_t pos[MAX_ORDER];
-    uint32_t hs[MAX_ORDER];
-    float vs[MAX_ORDER];
+/* Whether namespace character c has features in the example: opened on stamp, not empty. */
+#define HAS_FEATURES(c) (opened[c] == stamp && ge[c] > gs[c])
+
+/* The rows of the table whose namespaces all have features in the example, in order,
+ * written to live; their count. A row with an absent namespace goes on past that
+ * namespace's run (namespace_runs). */
+static Py_ssize_t live_rows(const int32_t *tab, const int32_t *skip, Py_ssize_t rows,
+                            Py_ssize_t width, const uint32_t *opened, uint32_t stamp,
+                            const Py_ssize_t *gs, const Py_ssize_t *ge, int32_t *live) {
+    Py_ssize_t n = 0;
     for (Py_ssize_t t = 0; t < rows;) {
         const int32_t *row = tab + t * width;
-        int order = row[0] & 255, permute = row[0] >= 256, ok = 1;
+        int order = row[0] & 255, ok = 1;
         int32_t next = 0;
         for (int k = 0; k < order; k++) {
             int c = row[1 + k];
-            if (opened[c] != stamp || ge[c] <= gs[c]) {
+            if (!HAS_FEATURES(c)) {
                 int32_t past = skip[t * width + k];
                 if (ok || past > next)
                     next = past;
                 ok = 0;
             }
         }
-        if (!ok) {
+        if (ok)
+            live[n++] = (int32_t)t++;
+        else
             t = next;
-            continue;
-        }
-        t++;
+    }
+    return n;
+}
+
+/* The interaction features of one example over the table's rows live[0, nlive) (live_rows),
+ * appended at *nnz (status 2 where they do not fit): namespace character c's features are
+ * indices/values [gs[c], ge[c]). An odometer over the terms, the last one fastest; a term
+ * that repeats the previous namespace starts at the previous term's feature (VW's
+ * combinations) unless the row permutes. The index is h = i1, then h = h * 16777619 ^ ik
+ * (FNV prime, 32 bits), masked at the end; the value the product of the values, in float. */
+static int emit_interactions(const int32_t *tab, const int32_t *live, Py_ssize_t nlive,
+                             Py_ssize_t width, const Py_ssize_t *gs, const Py_ssize_t *ge,
+                             uint32_t *indices, float *values, Py_ssize_t *nnz_p,
+                             Py_ssize_t fcap, uint32_t m) {
+    Py_ssize_t nnz = *nnz_p;
+    Py_ssize_t pos[MAX_ORDER];
+    uint32_t hs[MAX_ORDER];
+    float vs[MAX_ORDER];
+    for (Py_ssize_t i = 0; i < nlive; i++) {
+        const int32_t *row = tab + (Py_ssize_t)live[i] * width;
+        int order = row[0] & 255, permute = row[0] >= 256;
         int k = 0;
         pos[0] = gs[row[1]];
         while (k >= 0) {
@@ -883,17 +898,30 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     uint64_t *keys = NULL; /* (--feature_limit/--sort_features: a run's sort keys) */
     Py_ssize_t tmp_cap = 0, key_cap = 0;
     int32_t *skip = NULL; /* (the interactions' namespace runs) */
+    int32_t *live = NULL; /* (the rows crossed for the namespaces with features in live_key) */
+    uint64_t live_key[4];
+    Py_ssize_t nlive = -1; /* (-1: none yet) */
+    unsigned char tab_ns[256]; /* (the namespace characters the table crosses) */
+    int n_tab_ns = 0;
     spelt_t sp = {NULL, NULL, 0, 0, -1, spell_ns}, ap = {NULL, NULL, 0, 0, -1, affix_ns};
     spelt_t *side[2]; /* the line's side buffers, in order of their first feature */
     int spelled = 0; /* whether the namespace being read is spelled */
     if (ncap >= 0)
         indptr[0] = tag_ptr[0] = 0;
     if (rows && !status) {
-        if (!(skip = malloc((size_t)(rows * width) * sizeof *skip))) {
+        if (!(skip = malloc((size_t)(rows * width) * sizeof *skip)) ||
+            !(live = malloc((size_t)rows * sizeof *live))) {
             status = 3;
             goto done;
         }
         namespace_runs(tab, rows, width, skip);
+        char in_tab[256] = {0};
+        for (Py_ssize_t t = 0; t < rows; t++)
+            for (int k = 0; k < (tab[t * width] & 255); k++)
+                in_tab[tab[t * width + 1 + k] & 255] = 1;
+        for (int c = 0; c < 256; c++)
+            if (in_tab[c])
+                tab_ns[n_tab_ns++] = (unsigned char)c;
     }
     for (int c = 0; gram_n && c < 256; c++)
         if (gram_n[c] > MAX_GRAM || gram_k[c] > MAX_GRAM)
@@ -1192,9 +1220,21 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             values[nnz] = 1.0f;
             nnz++;
         }
-        if (rows && (status = emit_interactions(tab, skip, rows, width, opened, stamp, gs,
-                                                ge, indices, values, &nnz, fcap, m)))
-            goto done;
+        if (rows) { /* (the live rows kept while the namespaces with features stay) */
+            uint64_t key[4] = {0, 0, 0, 0};
+            for (int j = 0; j < n_tab_ns; j++) {
+                int c = tab_ns[j];
+                if (HAS_FEATURES(c))
+                    key[c >> 6] |= 1ull << (c & 63);
+            }
+            if (nlive < 0 || memcmp(key, live_key, sizeof key)) {
+                nlive = live_rows(tab, skip, rows, width, opened, stamp, gs, ge, live);
+                memcpy(live_key, key, sizeof key);
+            }
+            if ((status = emit_interactions(tab, live, nlive, width, gs, ge, indices, values,
+                                            &nnz, fcap, m)))
+                goto done;
+        }
         if (any_off) /* (after the crosses, which read the namespaces' runs) */
             ignored[nex] = drop_linear(linear_off, line_ns, n_line_ns, gs, ge, ex_start,
                                        indices, values, &nnz);
@@ -1215,6 +1255,7 @@ done:
     free(tmp_v);
     free(keys);
     free(skip);
+    free(live);
     free(sp.idx);
     free(sp.val);
     free(ap.idx);
