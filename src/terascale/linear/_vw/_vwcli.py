@@ -992,6 +992,10 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     # (_oaa.train_oaa; with -n N each worker's, _oaa.ranged_start), the compiled learner's
     # run too; else a model of the starting weights, from which training starts as from -i
     args.vw_oaa_range = args.vw_oaa_initial_t = None
+    if args.initial_t and not (args.plain_rule or args.initial):
+        # VW's adaptive gd sets every weight to --initial_weight (and its sums to
+        # initial_t) after drawing the random weights: --initial_t discards the draw
+        args.random_weights = args.normal_weights = args.truncated_normal_weights = False
     others = (args.constant or args.initial_weight or args.random_weights
               or args.normal_weights or args.truncated_normal_weights)
     if ((ranged or args.initial_t) and not others and not args.initial
