@@ -325,6 +325,20 @@ def test_interaction_notes_on_standard_output(flags, tmp_path):
                                 not in flags)
 
 
+@pytest.mark.parametrize("flags", [["-t"], ["--passes", "2", "-c", "-k"]])
+def test_interaction_notes_of_an_initial_models_wildcards(flags, tmp_path):
+    """-i of a VW model of wildcard interactions: VW's notes on the model's interactions
+    (it merges them as if given), the same text on standard output."""
+    (tmp_path / "d.vw").write_text("\n".join(_namespace_lines(20, 2)) + "\n")
+    run_vw(["-d", "d.vw", "-q", "a:", "--cubic", "a::", "-f", "m"], tmp_path)
+    outs = [subprocess.run([*cmd, "-d", "d.vw", "-i", "m", *flags], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120, check=True).stdout
+            for cmd in ([sys.executable, "-m", "vowpalwabbit"],
+                        [sys.executable, "-m", "terascale", "vw"])]
+    assert outs[1] == outs[0]
+    assert "[info] Any duplicate namespace interactions will be removed" in outs[0]
+
+
 def _shares(comm, paths, options):
     from terascale.linear._vw._vwbatch import _Data
 

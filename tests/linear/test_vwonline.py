@@ -105,6 +105,8 @@ CASES = [
               "-k"]),
     ("sign", ["--initial_t", "1", "--loss_function", "logistic", "--min_prediction", "-0.5"]),
     ("real", ["--random_weights", "--random_seed", "3", "--constant", "0.2"]),
+    # --initial_t discards the draw: VW's gd sets every weight to --initial_weight
+    ("sign", ["--random_weights", "--initial_t", "1", "--constant", "0.5"]),
 ]
 
 

@@ -394,18 +394,30 @@ def _unsigned32(text: str) -> int:
     return value + (1 << 32) if -(1 << 32) < value < 0 else value
 
 
+def _interactions(args: argparse.Namespace,
+                  saved: list[str]) -> tuple[tuple[str, ...], ...]:
+    """The run's -q, --cubic and --interactions: the command line's, or where it gives
+    none, those of -i's model (``saved``: its options), as VW merges the model's."""
+    if args.quadratic or args.cubic or args.interactions:
+        return tuple(args.quadratic), tuple(args.cubic), tuple(args.interactions)
+    return tuple(tuple(b for a, b in zip(saved, saved[1:]) if a == flag)
+                 for flag in ("--quadratic", "--cubic", "--interactions"))
+
+
 def _interaction_notes(args: argparse.Namespace) -> None:
     """VW's notes on standard output about the interactions it deduplicates (a wildcard
     given; duplicates removed; characters reordered), unless --quiet or
     --leave_duplicate_interactions."""
     from .._io._interactions import duplicate_counts
+    from ._vwmodel import model_options
 
-    if args.quiet or args.leave_duplicate_interactions or not (
-            args.quadratic or args.cubic or args.interactions):
+    if args.quiet or args.leave_duplicate_interactions:
         return
-    wildcard, removed, reordered = duplicate_counts(tuple(args.quadratic),
-                                                    tuple(args.cubic),
-                                                    tuple(args.interactions))
+    saved = model_options(args.initial) if args.initial else []
+    given = _interactions(args, saved)
+    if not any(given) or "--leave_duplicate_interactions" in saved:
+        return
+    wildcard, removed, reordered = duplicate_counts(*given)
     again = "You can use --leave_duplicate_interactions to disable this behaviour."
     if wildcard:
         print(f"[info] Any duplicate namespace interactions will be removed\n{again}")
@@ -480,13 +492,10 @@ def _namespace_lines(args: argparse.Namespace) -> None:
         theirs = [b for a, b in zip(saved, saved[1:]) if a == flag]
         return mine + theirs if merge else mine
 
-    own = bool(args.quadratic or args.cubic or args.interactions)
     lines = []
-    for flag, name, text in (("--quadratic", "quadratic", "quadratic features for pairs"),
-                             ("--cubic", "cubic", "cubic features for triples"),
-                             ("--interactions", "interactions",
-                              "features for following interactions")):
-        values = given(flag, name, not own)
+    for values, text in zip(_interactions(args, saved),
+                            ("quadratic features for pairs", "cubic features for triples",
+                             "features for following interactions")):
         if values:
             lines.append(f"creating {text}: " + " ".join(values))
     for flag, name, text in (("--ignore", "ignore", "ignoring namespaces"),
@@ -992,6 +1001,10 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     # (_oaa.train_oaa; with -n N each worker's, _oaa.ranged_start), the compiled learner's
     # run too; else a model of the starting weights, from which training starts as from -i
     args.vw_oaa_range = args.vw_oaa_initial_t = None
+    if args.initial_t and not (args.plain_rule or args.initial):
+        # VW's adaptive gd sets every weight to --initial_weight (and its sums to
+        # initial_t) after drawing the random weights: --initial_t discards the draw
+        args.random_weights = args.normal_weights = args.truncated_normal_weights = False
     others = (args.constant or args.initial_weight or args.random_weights
               or args.normal_weights or args.truncated_normal_weights)
     if ((ranged or args.initial_t) and not others and not args.initial
