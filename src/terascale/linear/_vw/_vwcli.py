@@ -487,10 +487,9 @@ def _namespace_lines(args: argparse.Namespace) -> None:
         return
     saved = model_options(args.initial) if args.initial else []
 
-    def given(flag: str, name: str, merge: bool) -> list[str]:
-        mine = list(getattr(args, name) or [])
-        theirs = [b for a, b in zip(saved, saved[1:]) if a == flag]
-        return mine + theirs if merge else mine
+    def given(flag: str, name: str) -> list[str]:  # (the command line's, then -i's)
+        return list(getattr(args, name) or []) + [b for a, b in zip(saved, saved[1:])
+                                                   if a == flag]
 
     lines = []
     for values, text in zip(_interactions(args, saved),
@@ -502,7 +501,7 @@ def _namespace_lines(args: argparse.Namespace) -> None:
                              ("--ignore_linear", "ignore_linear",
                               "ignoring linear terms for namespaces"),
                              ("--keep", "keep", "using namespaces")):
-        values = given(flag, name, True)
+        values = given(flag, name)
         if values:
             first = sorted({b for v in values for b in v.encode()})
             lines.append(f"{text} beginning with:"  # (VW writes each byte as it is: a

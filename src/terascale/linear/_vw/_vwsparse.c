@@ -12,6 +12,18 @@
 
 #include "_vwsparse.h"
 
+/* the CSR rows' arrays: n + 1 offsets (ptr_len bytes) into nnz occurrences (and as many
+ * values), from 0 or more, never decreasing; NULL where they agree, else what is wrong */
+static const char *rows_check(const int64_t *ptr, Py_ssize_t ptr_len, Py_ssize_t n,
+                              Py_ssize_t nnz, Py_ssize_t values) {
+    if (ptr_len / 8 != n + 1 || values != nnz || (n && (ptr[0] < 0 || ptr[n] > nnz)))
+        return "the rows' arrays disagree";
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (ptr[i] > ptr[i + 1])
+            return "indptr decreases";
+    return NULL;
+}
+
 /* rows_dot(indptr int64, indices uint32, values float32, w float32, out float32):
  * out[i] = sum over row i of values[k] * w[indices[k]] */
 PyObject *vw_rows_dot(PyObject *self, PyObject *args) {
@@ -24,12 +36,7 @@ PyObject *vw_rows_dot(PyObject *self, PyObject *args) {
     const uint32_t *idx = bi.buf;
     const float *val = bv.buf, *w = bw.buf;
     float *out = bo.buf;
-    const char *err = NULL;
-    if (bp.len / 8 != n + 1 || bv.len / 4 != nnz || (n && (ptr[0] < 0 || ptr[n] > nnz)))
-        err = "rows_dot: the rows' arrays disagree";
-    for (Py_ssize_t i = 0; !err && i < n; i++)
-        if (ptr[i] > ptr[i + 1])
-            err = "rows_dot: indptr decreases";
+    const char *err = rows_check(ptr, bp.len, n, nnz, bv.len / 4);
     if (!err) {
         int bad = 0;
         Py_BEGIN_ALLOW_THREADS
@@ -44,7 +51,7 @@ PyObject *vw_rows_dot(PyObject *self, PyObject *args) {
         }
         Py_END_ALLOW_THREADS
         if (bad)
-            err = "rows_dot: a feature index beyond the weights";
+            err = "a feature index beyond the weights";
     }
     PyBuffer_Release(&bp);
     PyBuffer_Release(&bi);
@@ -52,7 +59,7 @@ PyObject *vw_rows_dot(PyObject *self, PyObject *args) {
     PyBuffer_Release(&bw);
     PyBuffer_Release(&bo);
     if (err) {
-        PyErr_SetString(PyExc_ValueError, err);
+        PyErr_Format(PyExc_ValueError, "rows_dot: %s", err);
         return NULL;
     }
     Py_RETURN_NONE;
@@ -71,12 +78,7 @@ PyObject *vw_cols_add(PyObject *self, PyObject *args) {
     Py_ssize_t n = bv.len / sz, nout = bo.len / sz, nnz = bi.len / 4;
     const int64_t *ptr = bp.buf;
     const uint32_t *idx = bi.buf;
-    const char *err = NULL;
-    if (bp.len / 8 != n + 1 || bt.len / sz != nnz || (n && (ptr[0] < 0 || ptr[n] > nnz)))
-        err = "cols_add: the rows' arrays disagree";
-    for (Py_ssize_t i = 0; !err && i < n; i++)
-        if (ptr[i] > ptr[i + 1])
-            err = "cols_add: indptr decreases";
+    const char *err = rows_check(ptr, bp.len, n, nnz, bt.len / sz);
     if (!err) {
         int bad = 0;
         Py_BEGIN_ALLOW_THREADS
@@ -95,7 +97,7 @@ PyObject *vw_cols_add(PyObject *self, PyObject *args) {
             }
         Py_END_ALLOW_THREADS
         if (bad)
-            err = "cols_add: a feature index beyond the output";
+            err = "a feature index beyond the output";
     }
     PyBuffer_Release(&bp);
     PyBuffer_Release(&bi);
@@ -103,7 +105,7 @@ PyObject *vw_cols_add(PyObject *self, PyObject *args) {
     PyBuffer_Release(&bv);
     PyBuffer_Release(&bo);
     if (err) {
-        PyErr_SetString(PyExc_ValueError, err);
+        PyErr_Format(PyExc_ValueError, "cols_add: %s", err);
         return NULL;
     }
     Py_RETURN_NONE;
